@@ -1,0 +1,49 @@
+"""Shared test configuration for the whole workspace.
+
+Postgres tests take the `postgres_dsn` fixture. Without `CHONGMING_TEST_POSTGRES`
+they are skipped locally; with `CHONGMING_REQUIRE_POSTGRES=1` (set by CI) a
+skipped Postgres test is a failure.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "ci",
+    max_examples=200,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile("dev", max_examples=50, deadline=None)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "dev"))
+
+
+def _postgres_required() -> bool:
+    return os.environ.get("CHONGMING_REQUIRE_POSTGRES", "") not in {"", "0", "false", "no"}
+
+
+@pytest.fixture(scope="session")
+def postgres_dsn() -> str:
+    """The DSN of the test PostgreSQL server (CHONGMING_TEST_POSTGRES)."""
+    dsn = os.environ.get("CHONGMING_TEST_POSTGRES", "")
+    if not dsn:
+        message = "CHONGMING_TEST_POSTGRES is not set (a DSN such as postgresql://postgres@127.0.0.1/test)"
+        if _postgres_required():
+            pytest.fail(f"Postgres tests are required here but {message}")
+        pytest.skip(message)
+    return dsn
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+    """With CHONGMING_REQUIRE_POSTGRES, a skipped Postgres test fails the run."""
+    outcome = yield
+    report = outcome.get_result()
+    if report.skipped and _postgres_required() and item.get_closest_marker("postgres"):
+        report.outcome = "failed"
+        report.longrepr = f"Postgres test {item.nodeid} was skipped, but CI requires it to run"

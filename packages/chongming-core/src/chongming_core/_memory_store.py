@@ -1,0 +1,356 @@
+"""`InMemoryTaskStore`: the reference store (single process, unit tests, the contract's model)."""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import threading
+from collections.abc import Collection, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+
+from chongming_core._errors import ConcurrencyConflict, StoreError
+from chongming_core._records import Progress, TaskSnapshot, Transition
+from chongming_core._status import TaskStatus
+from chongming_core._store import (
+    Command,
+    SnapshotWrite,
+    TaskQuery,
+    TaskStore,
+    TouchUpdate,
+    validate_keep_terminal,
+)
+
+__all__ = ["InMemoryTaskStore"]
+
+
+class InMemoryTaskStore(TaskStore):
+    """Keeps everything in dictionaries behind one lock. Thread-safe; nothing survives the process.
+
+    Example::
+
+        store = InMemoryTaskStore()
+        controller = Controller(store=store)
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.RLock()
+        self._tasks: dict[str, TaskSnapshot] = {}
+        self._order: dict[str, int] = {}
+        self._history: dict[str, dict[int, Transition]] = {}
+        self._commands: dict[str, Command] = {}
+        self._command_order: dict[str, int] = {}
+        self._sequence = itertools.count()
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"InMemoryTaskStore(tasks={len(self._tasks)})"
+
+    def _open(self) -> None:
+        if self._closed:
+            raise StoreError("InMemoryTaskStore is closed; create a new store to keep working")
+
+    # ------------------------------------------------------------------ snapshots
+    def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
+        """See `TaskStore.create`."""
+        with self._lock:
+            self._open()
+            self._create(snapshot, transitions)
+
+    def _create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition]) -> None:
+        existing = self._tasks.get(snapshot.task_id)
+        if existing is not None:
+            raise ConcurrencyConflict(
+                f"task {snapshot.task_id!r} already exists; task ids are never reused, "
+                "submit under a new id",
+                task_id=snapshot.task_id,
+                expected=None,
+                actual=existing.status_version,
+            )
+        self._tasks[snapshot.task_id] = snapshot
+        self._order[snapshot.task_id] = next(self._sequence)
+        self._history.setdefault(snapshot.task_id, {})
+        self._append(transitions)
+
+    def save(
+        self,
+        snapshot: TaskSnapshot,
+        *,
+        expect_version: int,
+        transitions: Sequence[Transition] = (),
+    ) -> None:
+        """See `TaskStore.save`."""
+        with self._lock:
+            self._open()
+            self._save(snapshot, expect_version, transitions)
+
+    def _save(
+        self, snapshot: TaskSnapshot, expect_version: int, transitions: Sequence[Transition]
+    ) -> None:
+        current = self._tasks.get(snapshot.task_id)
+        if current is None:
+            raise ConcurrencyConflict(
+                f"task {snapshot.task_id!r} does not exist in the store (it was never created "
+                "or has been pruned)",
+                task_id=snapshot.task_id,
+                expected=expect_version,
+                actual=None,
+            )
+        if current.status_version != expect_version:
+            raise ConcurrencyConflict(
+                f"task {snapshot.task_id!r} is at version {current.status_version}, "
+                f"not {expect_version}: another writer changed it; reload and retry",
+                task_id=snapshot.task_id,
+                expected=expect_version,
+                actual=current.status_version,
+            )
+        self._tasks[snapshot.task_id] = snapshot
+        self._append(transitions)
+
+    def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+        """See `TaskStore.save_many`."""
+        conflicts: list[ConcurrencyConflict] = []
+        with self._lock:
+            self._open()
+            for write in writes:
+                try:
+                    if write.expect_version is None:
+                        self._create(write.snapshot, write.transitions)
+                    else:
+                        self._save(write.snapshot, write.expect_version, write.transitions)
+                except ConcurrencyConflict as conflict:
+                    conflicts.append(conflict)
+        return conflicts
+
+    def get(self, task_id: str) -> TaskSnapshot | None:
+        """See `TaskStore.get`."""
+        with self._lock:
+            self._open()
+            return self._tasks.get(task_id)
+
+    def _matching(self, query: TaskQuery | None) -> list[TaskSnapshot]:
+        q = query or TaskQuery()
+        if q.task_ids is not None:
+            candidates: Iterable[TaskSnapshot] = (
+                self._tasks[t] for t in q.task_ids if t in self._tasks
+            )
+        else:
+            candidates = self._tasks.values()
+        found = [s for s in candidates if q.matches(s)]
+        found.sort(key=lambda s: self._order[s.task_id], reverse=q.newest_first)
+        return found
+
+    def query(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
+        """See `TaskStore.query`."""
+        q = query or TaskQuery()
+        with self._lock:
+            self._open()
+            found = self._matching(q)
+        end = None if q.limit is None else q.offset + q.limit
+        return found[q.offset : end]
+
+    def status_counts(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
+        """See `TaskStore.status_counts`."""
+        counts: dict[TaskStatus, int] = {}
+        with self._lock:
+            self._open()
+            for s in self._matching(query):
+                counts[s.status] = counts.get(s.status, 0) + 1
+        return counts
+
+    def bucket_counts(self, query: TaskQuery | None = None) -> dict[int, int]:
+        """See `TaskStore.bucket_counts`."""
+        counts: dict[int, int] = {}
+        with self._lock:
+            self._open()
+            for s in self._matching(query):
+                if s.bucket is not None:
+                    counts[s.bucket] = counts.get(s.bucket, 0) + 1
+        return counts
+
+    # ------------------------------------------------------------------ audit trail
+    def append(self, transitions: Iterable[Transition]) -> None:
+        """See `TaskStore.append`."""
+        with self._lock:
+            self._open()
+            self._append(transitions)
+
+    def _append(self, transitions: Iterable[Transition]) -> None:
+        for record in transitions:
+            self._history.setdefault(record.task_id, {}).setdefault(record.status_version, record)
+
+    def history(self, task_id: str) -> list[Transition]:
+        """See `TaskStore.history`."""
+        with self._lock:
+            self._open()
+            records = self._history.get(task_id, {})
+            return [records[v] for v in sorted(records)]
+
+    # ------------------------------------------------------------------ side path
+    def touch(
+        self,
+        task_id: str,
+        *,
+        progress: Progress | None = None,
+        heartbeat_at: datetime | None = None,
+        lease_owner: str | None = None,
+        lease_until: datetime | None = None,
+        pid: int | None = None,
+    ) -> bool:
+        """See `TaskStore.touch`."""
+        changes: dict[str, object] = {}
+        if progress is not None:
+            changes["progress"] = progress
+        if heartbeat_at is not None:
+            changes["last_heartbeat_at"] = heartbeat_at
+        if lease_owner is not None:
+            changes["lease_owner"] = lease_owner
+        if lease_until is not None:
+            changes["lease_until"] = lease_until
+        if pid is not None:
+            changes["pid"] = pid
+        with self._lock:
+            self._open()
+            current = self._tasks.get(task_id)
+            if current is None:
+                return False
+            if changes:
+                self._tasks[task_id] = current.evolve(**changes)
+            return True
+
+    def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
+        """See `TaskStore.touch_many`."""
+        applied = 0
+        with self._lock:
+            self._open()
+            for update in updates:
+                current = self._tasks.get(update.task_id)
+                if current is None:
+                    continue
+                self._tasks[update.task_id] = update.apply(current)
+                applied += 1
+        return applied
+
+    # ------------------------------------------------------------------ commands
+    def submit_command(self, command: Command) -> None:
+        """See `TaskStore.submit_command`."""
+        with self._lock:
+            self._open()
+            if command.command_id in self._commands:
+                return
+            self._commands[command.command_id] = command
+            self._command_order[command.command_id] = next(self._sequence)
+
+    def claim_commands(
+        self,
+        owner: str,
+        *,
+        now: datetime,
+        lease_seconds: float,
+        limit: int = 100,
+        task_ids: Collection[str] | None = None,
+        buckets: Collection[int] | None = None,
+    ) -> list[Command]:
+        """See `TaskStore.claim_commands`."""
+        until = now + timedelta(seconds=lease_seconds)
+        wanted_ids = None if task_ids is None else set(task_ids)
+        wanted_buckets = None if buckets is None else set(buckets)
+        claimed: list[Command] = []
+        with self._lock:
+            self._open()
+            for command_id in sorted(self._commands, key=self._command_order.__getitem__):
+                if len(claimed) >= limit:
+                    break
+                cmd = self._commands[command_id]
+                if cmd.is_complete:
+                    continue
+                if (
+                    cmd.claimed_by is not None
+                    and cmd.lease_until is not None
+                    and (cmd.lease_until > now)
+                ):
+                    continue
+                if wanted_ids is not None and cmd.task_id not in wanted_ids:
+                    continue
+                if wanted_buckets is not None and cmd.bucket not in wanted_buckets:
+                    continue
+                leased = _replace_command(cmd, claimed_by=owner, lease_until=until)
+                self._commands[command_id] = leased
+                claimed.append(leased)
+        return claimed
+
+    def complete_command(self, command_id: str, *, owner: str, now: datetime, result: str) -> bool:
+        """See `TaskStore.complete_command`."""
+        with self._lock:
+            self._open()
+            cmd = self._commands.get(command_id)
+            if cmd is None or cmd.is_complete or cmd.claimed_by != owner:
+                return False
+            self._commands[command_id] = _replace_command(
+                cmd, completed_at=now, result=result, lease_until=None
+            )
+            return True
+
+    def release_command(self, command_id: str, *, owner: str) -> bool:
+        """See `TaskStore.release_command`."""
+        with self._lock:
+            self._open()
+            cmd = self._commands.get(command_id)
+            if cmd is None or cmd.is_complete or cmd.claimed_by != owner:
+                return False
+            self._commands[command_id] = _replace_command(cmd, claimed_by=None, lease_until=None)
+            return True
+
+    def commands(
+        self,
+        *,
+        task_id: str | None = None,
+        include_complete: bool = True,
+        limit: int | None = None,
+    ) -> list[Command]:
+        """See `TaskStore.commands`."""
+        with self._lock:
+            self._open()
+            ordered = sorted(self._commands, key=self._command_order.__getitem__)
+            found = [
+                self._commands[c]
+                for c in ordered
+                if (task_id is None or self._commands[c].task_id == task_id)
+                and (include_complete or not self._commands[c].is_complete)
+            ]
+        return found if limit is None else found[:limit]
+
+    # ------------------------------------------------------------------ housekeeping
+    def prune(self, keep_terminal: int) -> int:
+        """See `TaskStore.prune`."""
+        keep = validate_keep_terminal(keep_terminal)
+        with self._lock:
+            self._open()
+            terminal = [s for s in self._tasks.values() if s.is_terminal]
+            terminal.sort(
+                key=lambda s: (
+                    s.finished_at or s.updated_at or s.created_at or _EPOCH,
+                    self._order[s.task_id],
+                ),
+                reverse=True,
+            )
+            doomed = {s.task_id for s in terminal[keep:]}
+            for task_id in doomed:
+                del self._tasks[task_id]
+                del self._order[task_id]
+                self._history.pop(task_id, None)
+            for command_id in [c for c, cmd in self._commands.items() if cmd.task_id in doomed]:
+                del self._commands[command_id]
+                del self._command_order[command_id]
+            return len(doomed)
+
+    def close(self) -> None:
+        """See `TaskStore.close`."""
+        with self._lock:
+            self._closed = True
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _replace_command(cmd: Command, **changes: object) -> Command:
+    return dataclasses.replace(cmd, **changes)  # type: ignore[arg-type]

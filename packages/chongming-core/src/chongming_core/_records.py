@@ -1,0 +1,300 @@
+"""Immutable records: `Progress`, `Transition`, `AttemptRecord` and `TaskSnapshot` (guide §1.2).
+
+Attempt, progress, heartbeat, lease and failure are fields of the snapshot,
+never statuses. Every record converts to and from a JSON-ready dict so that all
+stores serialise the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from chongming_core._failure import Failure
+from chongming_core._status import TaskStatus
+
+__all__ = [
+    "AttemptRecord",
+    "Progress",
+    "TaskSnapshot",
+    "Transition",
+    "format_time",
+    "parse_time",
+]
+
+
+def format_time(value: datetime | None) -> str | None:
+    """ISO-8601 text of a timezone-aware datetime (None stays None)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:
+        raise ValueError(f"naive datetime {value!r}: chongming stores timezone-aware times only")
+    return value.isoformat()
+
+
+def parse_time(value: str | None) -> datetime | None:
+    """The inverse of `format_time`."""
+    if value is None:
+        return None
+    return datetime.fromisoformat(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Progress:
+    """How far a task has got: ``done`` of ``total`` ``unit``, plus a free-text message."""
+
+    done: float
+    total: float | None = None
+    unit: str | None = None
+    message: str | None = None
+
+    @property
+    def fraction(self) -> float | None:
+        """``done / total`` clamped to [0, 1], or None without a positive total."""
+        if self.total is None or self.total <= 0:
+            return None
+        return max(0.0, min(1.0, self.done / self.total))
+
+    def render(self) -> str:
+        """Short text such as ``120/500 rows`` or ``7 batch``."""
+        done = _number(self.done)
+        text = done if self.total is None else f"{done}/{_number(self.total)}"
+        return f"{text} {self.unit}" if self.unit else text
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready mapping."""
+        return {"done": self.done, "total": self.total, "unit": self.unit, "message": self.message}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Progress:
+        """The inverse of `to_dict`."""
+        return cls(
+            done=data["done"],
+            total=data.get("total"),
+            unit=data.get("unit"),
+            message=data.get("message"),
+        )
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+@dataclass(frozen=True, slots=True)
+class Transition:
+    """One entry of a task's append-only trajectory.
+
+    ``status_version`` is the snapshot's version *after* this change; a task's
+    history is the contiguous chain 1, 2, 3, ... starting from ``pending``.
+    """
+
+    task_id: str
+    from_status: TaskStatus
+    to_status: TaskStatus
+    trigger: str
+    actor: str
+    reason: str | None
+    status_version: int
+    at: datetime
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready mapping."""
+        return {
+            "task_id": self.task_id,
+            "from_status": self.from_status.value,
+            "to_status": self.to_status.value,
+            "trigger": self.trigger,
+            "actor": self.actor,
+            "reason": self.reason,
+            "status_version": self.status_version,
+            "at": format_time(self.at),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Transition:
+        """The inverse of `to_dict`."""
+        at = parse_time(data["at"])
+        assert at is not None
+        return cls(
+            task_id=data["task_id"],
+            from_status=TaskStatus(data["from_status"]),
+            to_status=TaskStatus(data["to_status"]),
+            trigger=data["trigger"],
+            actor=data["actor"],
+            reason=data.get("reason"),
+            status_version=int(data["status_version"]),
+            at=at,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptRecord:
+    """What became of one attempt: when it ran and why it ended (None = succeeded)."""
+
+    number: int
+    started_at: datetime | None
+    ended_at: datetime | None
+    status: TaskStatus
+    failure: Failure | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready mapping."""
+        return {
+            "number": self.number,
+            "started_at": format_time(self.started_at),
+            "ended_at": format_time(self.ended_at),
+            "status": self.status.value,
+            "failure": None if self.failure is None else self.failure.to_dict(),
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> AttemptRecord:
+        """The inverse of `to_dict`."""
+        failure = data.get("failure")
+        return cls(
+            number=int(data["number"]),
+            started_at=parse_time(data.get("started_at")),
+            ended_at=parse_time(data.get("ended_at")),
+            status=TaskStatus(data["status"]),
+            failure=None if failure is None else Failure.from_dict(failure),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSnapshot:
+    """The state of one task at one `status_version`. Immutable; change it with `evolve`.
+
+    Only `StateMachine` produces snapshots with a new status or version; the
+    side-path fields (progress, heartbeat, lease, pid) are refreshed by `touch`
+    without a new version.
+    """
+
+    task_id: str
+    name: str
+    status: TaskStatus = TaskStatus.PENDING
+    status_version: int = 0
+    attempt: int = 0
+    max_attempts: int = 1
+    label: str | None = None
+    description: str | None = None
+    tags: frozenset[str] = field(default_factory=frozenset)
+    priority: int = 0
+    bucket: int | None = None
+    bucket_key: str | None = None
+    pipeline_id: str | None = None
+    node_id: str | None = None
+    progress: Progress | None = None
+    last_heartbeat_at: datetime | None = None
+    failure: Failure | None = None
+    outcome: Any = None
+    created_at: datetime | None = None
+    updated_at: datetime | None = None
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+    retry_at: datetime | None = None
+    lease_owner: str | None = None
+    lease_until: datetime | None = None
+    executor: str | None = None
+    pid: int | None = None
+    paused_in_place: bool = False
+    attempts: tuple[AttemptRecord, ...] = ()
+
+    @property
+    def is_terminal(self) -> bool:
+        """True once the task reached one of the six terminal statuses."""
+        return self.status.is_terminal
+
+    @property
+    def display_name(self) -> str:
+        """The label when there is one, else the registered name."""
+        return self.label or self.name
+
+    def elapsed(self, now: datetime) -> float | None:
+        """Seconds the current (or last) attempt has run; None if it never started."""
+        if self.started_at is None:
+            return None
+        end = self.finished_at or now
+        return max(0.0, (end - self.started_at).total_seconds())
+
+    def evolve(self, **changes: Any) -> TaskSnapshot:
+        """A copy with `changes` applied."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready mapping; `outcome` is stored as given (it must be JSON)."""
+        return {
+            "task_id": self.task_id,
+            "name": self.name,
+            "status": self.status.value,
+            "status_version": self.status_version,
+            "attempt": self.attempt,
+            "max_attempts": self.max_attempts,
+            "label": self.label,
+            "description": self.description,
+            "tags": sorted(self.tags),
+            "priority": self.priority,
+            "bucket": self.bucket,
+            "bucket_key": self.bucket_key,
+            "pipeline_id": self.pipeline_id,
+            "node_id": self.node_id,
+            "progress": None if self.progress is None else self.progress.to_dict(),
+            "last_heartbeat_at": format_time(self.last_heartbeat_at),
+            "failure": None if self.failure is None else self.failure.to_dict(),
+            "outcome": self.outcome,
+            "created_at": format_time(self.created_at),
+            "updated_at": format_time(self.updated_at),
+            "started_at": format_time(self.started_at),
+            "finished_at": format_time(self.finished_at),
+            "retry_at": format_time(self.retry_at),
+            "lease_owner": self.lease_owner,
+            "lease_until": format_time(self.lease_until),
+            "executor": self.executor,
+            "pid": self.pid,
+            "paused_in_place": self.paused_in_place,
+            "attempts": [a.to_dict() for a in self.attempts],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TaskSnapshot:
+        """The inverse of `to_dict`."""
+        progress = data.get("progress")
+        failure = data.get("failure")
+        return cls(
+            task_id=data["task_id"],
+            name=data["name"],
+            status=TaskStatus(data["status"]),
+            status_version=int(data["status_version"]),
+            attempt=int(data.get("attempt", 0)),
+            max_attempts=int(data.get("max_attempts", 1)),
+            label=data.get("label"),
+            description=data.get("description"),
+            tags=frozenset(data.get("tags") or ()),
+            priority=int(data.get("priority", 0)),
+            bucket=data.get("bucket"),
+            bucket_key=data.get("bucket_key"),
+            pipeline_id=data.get("pipeline_id"),
+            node_id=data.get("node_id"),
+            progress=None if progress is None else Progress.from_dict(progress),
+            last_heartbeat_at=parse_time(data.get("last_heartbeat_at")),
+            failure=None if failure is None else Failure.from_dict(failure),
+            outcome=data.get("outcome"),
+            created_at=parse_time(data.get("created_at")),
+            updated_at=parse_time(data.get("updated_at")),
+            started_at=parse_time(data.get("started_at")),
+            finished_at=parse_time(data.get("finished_at")),
+            retry_at=parse_time(data.get("retry_at")),
+            lease_owner=data.get("lease_owner"),
+            lease_until=parse_time(data.get("lease_until")),
+            executor=data.get("executor"),
+            pid=data.get("pid"),
+            paused_in_place=bool(data.get("paused_in_place", False)),
+            attempts=tuple(AttemptRecord.from_dict(a) for a in data.get("attempts") or ()),
+        )
+
+
+def snapshots_by_id(snapshots: Iterable[TaskSnapshot]) -> dict[str, TaskSnapshot]:
+    """Index snapshots by task id."""
+    return {s.task_id: s for s in snapshots}

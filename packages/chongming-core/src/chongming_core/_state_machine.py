@@ -1,0 +1,557 @@
+"""`StateMachine`: the only writer of a task's status (guide §1.3, §9).
+
+Each event checks the transition table and the guards of §9.3, produces a new
+immutable `TaskSnapshot` with ``status_version`` raised by exactly one, and
+appends a `Transition`. Illegal moves raise `InvalidTransition` and leave the
+snapshot untouched; nothing fails silently.
+
+A machine is not thread-safe by itself: its owner (a `TaskRun`) serialises
+every call under one lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from chongming_core import _triggers as trig
+from chongming_core._clock import SYSTEM_CLOCK, Clock
+from chongming_core._errors import AttemptsExhausted, ConfigurationError, InvalidTransition
+from chongming_core._failure import Failure, FailureKind
+from chongming_core._records import AttemptRecord, TaskSnapshot, Transition
+from chongming_core._status import (
+    ACTIVE_STATUSES,
+    NON_TERMINAL_STATUSES,
+    TERMINAL_STATUSES,
+    TRANSITIONS,
+    TaskStatus,
+)
+
+__all__ = ["StateMachine"]
+
+_S = TaskStatus
+_REVIVABLE = frozenset({_S.FAILED, _S.STOPPED, _S.CANCELLED, _S.LOST})
+_DEFAULT_ACTOR = "system"
+
+
+class StateMachine:
+    """Drives one task through the lifecycle and records every step.
+
+    Example::
+
+        machine = StateMachine.create("t1", "extract", max_attempts=3)
+        machine.mark_queued()
+        machine.mark_starting(executor="thread")
+        machine.mark_running()
+        machine.mark_succeeded(outcome={"rows": 42})
+    """
+
+    __slots__ = ("_clock", "_snapshot", "_transitions")
+
+    def __init__(
+        self,
+        snapshot: TaskSnapshot,
+        transitions: Iterable[Transition] = (),
+        *,
+        clock: Clock | None = None,
+    ) -> None:
+        self._snapshot = snapshot
+        self._transitions: list[Transition] = list(transitions)
+        self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
+
+    @classmethod
+    def create(
+        cls,
+        task_id: str,
+        name: str,
+        *,
+        max_attempts: int = 1,
+        label: str | None = None,
+        description: str | None = None,
+        tags: Iterable[str] = (),
+        priority: int = 0,
+        bucket: int | None = None,
+        bucket_key: str | None = None,
+        pipeline_id: str | None = None,
+        node_id: str | None = None,
+        clock: Clock | None = None,
+    ) -> StateMachine:
+        """A new task in ``pending`` at version 0, with an empty trajectory."""
+        if not isinstance(task_id, str) or not task_id:
+            raise ConfigurationError(f"task_id must be a non-empty string, got {task_id!r}")
+        if not isinstance(name, str) or not name:
+            raise ConfigurationError(f"name must be a non-empty string, got {name!r}")
+        if isinstance(max_attempts, bool) or not isinstance(max_attempts, int) or max_attempts < 1:
+            raise ConfigurationError(
+                f"max_attempts must be an integer >= 1 (it counts the first try), "
+                f"got {max_attempts!r}"
+            )
+        tag_set = frozenset(tags)
+        for tag in tag_set:
+            if not isinstance(tag, str):
+                raise ConfigurationError(
+                    f"tags must be strings, got {tag!r} ({type(tag).__name__}); "
+                    "pass e.g. tags={'io'}"
+                )
+        clk: Clock = clock if clock is not None else SYSTEM_CLOCK
+        now = clk.now()
+        snapshot = TaskSnapshot(
+            task_id=task_id,
+            name=name,
+            max_attempts=max_attempts,
+            label=label,
+            description=description,
+            tags=tag_set,
+            priority=priority,
+            bucket=bucket,
+            bucket_key=bucket_key,
+            pipeline_id=pipeline_id,
+            node_id=node_id,
+            created_at=now,
+            updated_at=now,
+        )
+        return cls(snapshot, clock=clk)
+
+    # ------------------------------------------------------------------ reading
+    @property
+    def snapshot(self) -> TaskSnapshot:
+        """The current immutable snapshot."""
+        return self._snapshot
+
+    @property
+    def status(self) -> TaskStatus:
+        """The current status."""
+        return self._snapshot.status
+
+    @property
+    def version(self) -> int:
+        """The current ``status_version``."""
+        return self._snapshot.status_version
+
+    @property
+    def task_id(self) -> str:
+        """The task's id."""
+        return self._snapshot.task_id
+
+    @property
+    def transitions(self) -> tuple[Transition, ...]:
+        """Every transition this machine recorded (or was rehydrated with), oldest first."""
+        return tuple(self._transitions)
+
+    @property
+    def clock(self) -> Clock:
+        """The clock that stamps transitions."""
+        return self._clock
+
+    # ------------------------------------------------------------------ pre-checks
+    def can(self, target: TaskStatus) -> bool:
+        """Whether moving to `target` now would pass the table and the guards."""
+        return self._refusal(TaskStatus(target)) is None
+
+    def can_stop(self) -> bool:
+        """Whether a stop request can take effect now (not terminal, not already stopping)."""
+        return self.status in NON_TERMINAL_STATUSES and self.status is not _S.STOPPING
+
+    def can_pause(self) -> bool:
+        """Whether a pause can be requested now."""
+        return self.status in {_S.STARTING, _S.RUNNING, _S.QUEUED, _S.RETRY_WAIT}
+
+    def can_resume(self) -> bool:
+        """Whether the task is paused (or pausing) and can be resumed."""
+        return self.status in {_S.PAUSED, _S.PAUSING}
+
+    def can_retry(self) -> bool:
+        """Whether `retry()` can revive the task (failed, stopped, cancelled or lost)."""
+        return self.status in _REVIVABLE
+
+    def _refusal(self, target: TaskStatus) -> str | None:
+        """Why moving to `target` is refused, or None when it is allowed."""
+        snap = self._snapshot
+        current = snap.status
+        if target not in TRANSITIONS[current]:
+            return "not in the transition table"
+        if target is _S.RUNNING:
+            if snap.started_at is None:
+                return "mark_running() needs started_at: the task never started"
+            if current is _S.PAUSED and not snap.paused_in_place:
+                return "the task was paused before it started; resume it to queued"
+        if target is _S.STARTING and snap.attempt + 1 > snap.max_attempts:
+            return "attempt budget spent"
+        if target is _S.RETRY_WAIT and snap.attempt >= snap.max_attempts:
+            return f"no attempt left ({snap.attempt}/{snap.max_attempts}) to wait for"
+        if current is _S.PAUSED and snap.paused_in_place and target in {_S.STOPPED, _S.CANCELLED}:
+            return (
+                "the task is paused in place and its body is still on the stack; "
+                "move it back to running first so the body can unwind"
+            )
+        return None
+
+    def _check(self, target: TaskStatus, action: str) -> None:
+        refusal = self._refusal(target)
+        if refusal is None:
+            return
+        snap = self._snapshot
+        if target is _S.STARTING and refusal == "attempt budget spent":
+            raise AttemptsExhausted(
+                task_id=snap.task_id, attempt=snap.attempt, max_attempts=snap.max_attempts
+            )
+        allowed = {t for t in TRANSITIONS[snap.status] if self._refusal(t) is None}
+        detail = None if refusal == "not in the transition table" else refusal
+        raise InvalidTransition(
+            task_id=snap.task_id,
+            current=snap.status,
+            target=target,
+            action=action,
+            allowed=allowed,
+            detail=detail,
+        )
+
+    # ------------------------------------------------------------------ core write
+    def _apply(
+        self,
+        target: TaskStatus,
+        trigger: str,
+        actor: str,
+        reason: str | None,
+        **changes: Any,
+    ) -> Transition:
+        snap = self._snapshot
+        now = self._clock.now()
+        version = snap.status_version + 1
+        if target in TERMINAL_STATUSES:
+            changes.setdefault("finished_at", now)
+        if (
+            snap.status in ACTIVE_STATUSES
+            and target not in ACTIVE_STATUSES
+            and target not in {_S.PAUSED}
+        ):
+            changes.setdefault(
+                "attempts", (*snap.attempts, self._attempt_record(target, now, changes))
+            )
+        new = snap.evolve(status=target, status_version=version, updated_at=now, **changes)
+        record = Transition(
+            task_id=snap.task_id,
+            from_status=snap.status,
+            to_status=target,
+            trigger=trigger,
+            actor=actor,
+            reason=reason,
+            status_version=version,
+            at=now,
+        )
+        self._snapshot = new
+        self._transitions.append(record)
+        return record
+
+    def _attempt_record(
+        self, target: TaskStatus, now: Any, changes: dict[str, Any]
+    ) -> AttemptRecord:
+        snap = self._snapshot
+        failure = changes.get("failure", snap.failure)
+        return AttemptRecord(
+            number=snap.attempt,
+            started_at=snap.started_at,
+            ended_at=now,
+            status=target,
+            failure=None if target is _S.SUCCEEDED else failure,
+        )
+
+    # ------------------------------------------------------------------ events
+    def mark_blocked(self, *, actor: str = _DEFAULT_ACTOR, reason: str | None = None) -> Transition:
+        """pending -> blocked: waiting for upstream nodes."""
+        self._check(_S.BLOCKED, trig.BLOCK)
+        return self._apply(_S.BLOCKED, trig.BLOCK, actor, reason)
+
+    def mark_queued(self, *, actor: str = _DEFAULT_ACTOR, reason: str | None = None) -> Transition:
+        """Accepted and waiting for an execution slot (from pending, blocked, retry_wait, or a
+        pause before start)."""
+        trigger = trig.RESUME if self.status is _S.PAUSED else trig.QUEUE
+        self._check(_S.QUEUED, trigger)
+        return self._apply(_S.QUEUED, trigger, actor, reason, paused_in_place=False, retry_at=None)
+
+    def mark_starting(
+        self,
+        *,
+        executor: str | None = None,
+        actor: str = _DEFAULT_ACTOR,
+        reason: str | None = None,
+    ) -> Transition:
+        """queued/retry_wait -> starting: a new attempt begins.
+
+        Raises:
+            AttemptsExhausted: when ``attempt + 1 > max_attempts``.
+        """
+        self._check(_S.STARTING, trig.START)
+        snap = self._snapshot
+        now = self._clock.now()
+        return self._apply(
+            _S.STARTING,
+            trig.START,
+            actor,
+            reason,
+            attempt=snap.attempt + 1,
+            started_at=now,
+            finished_at=None,
+            failure=None,
+            outcome=None,
+            retry_at=None,
+            pid=None,
+            executor=executor if executor is not None else snap.executor,
+            progress=None,
+            paused_in_place=False,
+        )
+
+    def mark_running(
+        self,
+        *,
+        pid: int | None = None,
+        actor: str = _DEFAULT_ACTOR,
+        reason: str | None = None,
+        trigger: str | None = None,
+    ) -> Transition:
+        """starting -> running (the body was launched), or an in-place paused task resumed.
+
+        Guard: the task must have a ``started_at``.
+        """
+        if trigger is None:
+            trigger = trig.RESUME if self.status is _S.PAUSED else trig.LAUNCH
+        self._check(_S.RUNNING, trigger)
+        changes: dict[str, Any] = {"paused_in_place": False}
+        if pid is not None:
+            changes["pid"] = pid
+        return self._apply(_S.RUNNING, trigger, actor, reason, **changes)
+
+    def mark_pausing(self, *, actor: str = _DEFAULT_ACTOR, reason: str | None = None) -> Transition:
+        """starting/running -> pausing: a pause was requested, waiting for a checkpoint."""
+        self._check(_S.PAUSING, trig.PAUSE)
+        return self._apply(_S.PAUSING, trig.PAUSE, actor, reason)
+
+    def mark_paused(self, *, actor: str = _DEFAULT_ACTOR, reason: str | None = None) -> Transition:
+        """pausing -> paused (suspended in place at a checkpoint), or queued/retry_wait ->
+        paused (paused before it started; holds nothing)."""
+        in_place = self.status is _S.PAUSING
+        trigger = trig.PAUSED if in_place else trig.PAUSE
+        self._check(_S.PAUSED, trigger)
+        return self._apply(_S.PAUSED, trigger, actor, reason, paused_in_place=in_place)
+
+    def abort_pause(self, *, actor: str = _DEFAULT_ACTOR, reason: str | None = None) -> Transition:
+        """pausing -> running: the pause window passed without reaching a checkpoint.
+
+        Guard: only from ``pausing``.
+        """
+        if self.status is not _S.PAUSING:
+            raise InvalidTransition(
+                task_id=self.task_id,
+                current=self.status,
+                target=_S.RUNNING,
+                action=trig.ABORT_PAUSE,
+                allowed={t for t in TRANSITIONS[self.status] if self._refusal(t) is None},
+                detail="abort_pause() is only valid while pausing",
+            )
+        return self._apply(_S.RUNNING, trig.ABORT_PAUSE, actor, reason)
+
+    def resume(self, *, actor: str = _DEFAULT_ACTOR, reason: str | None = None) -> Transition:
+        """paused -> running (in-place pause) or paused -> queued (paused before start)."""
+        if self.status is _S.PAUSED and not self._snapshot.paused_in_place:
+            return self.mark_queued(actor=actor, reason=reason)
+        return self.mark_running(actor=actor, reason=reason, trigger=trig.RESUME)
+
+    def mark_stopping(
+        self, *, actor: str = _DEFAULT_ACTOR, reason: str | None = None
+    ) -> Transition:
+        """starting/running/pausing -> stopping: the graceful window begins."""
+        self._check(_S.STOPPING, trig.STOP)
+        return self._apply(_S.STOPPING, trig.STOP, actor, reason)
+
+    def mark_stopped(
+        self,
+        *,
+        failure: Failure | None = None,
+        actor: str = _DEFAULT_ACTOR,
+        reason: str | None = None,
+    ) -> Transition:
+        """-> stopped: an operator's stop took effect (kind ``cancelled``, not retryable)."""
+        trigger = trig.STOPPED if self.status is _S.STOPPING else trig.STOP
+        self._check(_S.STOPPED, trigger)
+        if failure is None:
+            text = f"stopped: {reason}" if reason else "stopped on request"
+            failure = Failure.of(FailureKind.CANCELLED, text, retryable=False)
+        return self._apply(_S.STOPPED, trigger, actor, reason, failure=failure)
+
+    def mark_succeeded(
+        self,
+        *,
+        outcome: Any = None,
+        actor: str = _DEFAULT_ACTOR,
+        reason: str | None = None,
+    ) -> Transition:
+        """running/stopping -> succeeded, keeping the body's return value."""
+        self._check(_S.SUCCEEDED, trig.SUCCEED)
+        return self._apply(_S.SUCCEEDED, trig.SUCCEED, actor, reason, outcome=outcome, failure=None)
+
+    def mark_failed(
+        self,
+        failure: Failure,
+        *,
+        actor: str = _DEFAULT_ACTOR,
+        reason: str | None = None,
+    ) -> Transition:
+        """-> failed: an error with no retry left, or one not worth retrying."""
+        self._check(_S.FAILED, trig.FAIL)
+        return self._apply(_S.FAILED, trig.FAIL, actor, reason or failure.message, failure=failure)
+
+    def mark_retry_wait(
+        self,
+        failure: Failure,
+        *,
+        retry_at: Any = None,
+        actor: str = _DEFAULT_ACTOR,
+        reason: str | None = None,
+    ) -> Transition:
+        """starting/running -> retry_wait: this attempt failed, another one will follow."""
+        self._check(_S.RETRY_WAIT, trig.RETRY_WAIT)
+        return self._apply(
+            _S.RETRY_WAIT,
+            trig.RETRY_WAIT,
+            actor,
+            reason or failure.message,
+            failure=failure,
+            retry_at=retry_at,
+        )
+
+    def mark_cancelled(
+        self,
+        *,
+        failure: Failure | None = None,
+        actor: str = _DEFAULT_ACTOR,
+        reason: str | None = None,
+    ) -> Transition:
+        """-> cancelled: the orchestration layer gave up on the task (e.g. fail_fast)."""
+        self._check(_S.CANCELLED, trig.CANCEL)
+        if failure is None:
+            failure = Failure.of(
+                FailureKind.CANCELLED, f"cancelled: {reason}" if reason else "cancelled"
+            )
+        return self._apply(_S.CANCELLED, trig.CANCEL, actor, reason, failure=failure)
+
+    def mark_skipped(
+        self,
+        *,
+        failure: Failure | None = None,
+        actor: str = _DEFAULT_ACTOR,
+        reason: str | None = None,
+    ) -> Transition:
+        """-> skipped: the task should not run (condition false or upstream did not succeed)."""
+        self._check(_S.SKIPPED, trig.SKIP)
+        if failure is None:
+            failure = Failure.of(
+                FailureKind.CONDITION_FALSE, f"skipped: {reason}" if reason else "skipped"
+            )
+        return self._apply(_S.SKIPPED, trig.SKIP, actor, reason, failure=failure)
+
+    def mark_lost(
+        self,
+        failure: Failure | None = None,
+        *,
+        actor: str = _DEFAULT_ACTOR,
+        reason: str | None = None,
+    ) -> Transition:
+        """-> lost: the carrier vanished or was abandoned; the result is unknown.
+
+        Pass a failure that says why: without one, nobody can tell whether to rerun.
+        """
+        self._check(_S.LOST, trig.LOSE)
+        if failure is None:
+            failure = Failure.of(FailureKind.LOST, reason or "carrier lost; no cause recorded")
+        return self._apply(_S.LOST, trig.LOSE, actor, reason or failure.message, failure=failure)
+
+    # ------------------------------------------------------------------ revival
+    def retry(self, *, actor: str = _DEFAULT_ACTOR, reason: str | None = None) -> Transition:
+        """Revive a failed/stopped/cancelled/lost task to ``queued``, keeping its attempt history.
+
+        When the attempt budget is spent, it is raised by one so the new attempt can start.
+        """
+        if not self.can_retry():
+            raise InvalidTransition(
+                task_id=self.task_id,
+                current=self.status,
+                target=_S.QUEUED,
+                action=trig.RETRY,
+                allowed={t for t in TRANSITIONS[self.status] if self._refusal(t) is None},
+                detail="retry() revives only failed, stopped, cancelled or lost tasks",
+            )
+        snap = self._snapshot
+        return self._apply(
+            _S.QUEUED,
+            trig.RETRY,
+            actor,
+            reason,
+            max_attempts=max(snap.max_attempts, snap.attempt + 1),
+            finished_at=None,
+            retry_at=None,
+            paused_in_place=False,
+        )
+
+    def reset(
+        self,
+        *,
+        confirm: bool = False,
+        actor: str = _DEFAULT_ACTOR,
+        reason: str | None = None,
+    ) -> Transition:
+        """Back to ``pending``, discarding every attempt record. Dangerous: needs ``confirm=True``.
+
+        The trajectory itself is append-only and keeps the reset as a transition.
+        """
+        if confirm is not True:
+            raise ConfigurationError(
+                f"reset() of task {self.task_id!r} discards its whole attempt history; "
+                "call reset(confirm=True) if that is really intended, or use retry() to keep it"
+            )
+        if self.status in ACTIVE_STATUSES:
+            raise InvalidTransition(
+                task_id=self.task_id,
+                current=self.status,
+                target=_S.PENDING,
+                action=trig.RESET,
+                allowed={t for t in TRANSITIONS[self.status] if self._refusal(t) is None},
+                detail="an executor still holds the task; stop it and wait for a terminal status",
+            )
+        return self._apply(
+            _S.PENDING,
+            trig.RESET,
+            actor,
+            reason,
+            attempt=0,
+            attempts=(),
+            failure=None,
+            outcome=None,
+            started_at=None,
+            finished_at=None,
+            retry_at=None,
+            progress=None,
+            pid=None,
+            paused_in_place=False,
+        )
+
+    def force_transition(self, target: TaskStatus, *, actor: str, reason: str) -> Transition:
+        """Move to any status, bypassing the table. The only such door, so it is audited:
+        `actor` and `reason` must be non-empty."""
+        target = TaskStatus(target)
+        if not (isinstance(actor, str) and actor.strip()) or not (
+            isinstance(reason, str) and reason.strip()
+        ):
+            raise InvalidTransition(
+                task_id=self.task_id,
+                current=self.status,
+                target=target,
+                action=trig.FORCE,
+                allowed={t for t in TRANSITIONS[self.status] if self._refusal(t) is None},
+                detail="force_transition() needs a non-empty actor and reason for the audit trail",
+            )
+        changes: dict[str, Any] = {}
+        if target not in TERMINAL_STATUSES:
+            changes["finished_at"] = None
+        if target is not _S.PAUSED:
+            changes["paused_in_place"] = False
+        return self._apply(target, trig.FORCE, actor, reason, **changes)

@@ -1,0 +1,433 @@
+"""The persistence contract: `TaskStore`, `TaskQuery`, `SnapshotWrite`, `TouchUpdate`, `Command`.
+
+Four kinds of data with different write rates and consistency needs, kept apart
+on purpose (guide §8.7):
+
+========================  ===========================================  ============================
+kind                      methods                                      property
+========================  ===========================================  ============================
+task snapshots            create / save / save_many / get / query      optimistic ``status_version``
+                          / status_counts / bucket_counts
+audit trail               append / history                             append-only, idempotent
+high-frequency side path  touch / touch_many                           never changes the version
+control commands          submit_command / claim_commands /            leased, so a crashed claimer
+                          complete_command / release_command /         never loses a command
+                          commands
+housekeeping              prune / close
+========================  ===========================================  ============================
+
+A store only persists. It never decides lifecycle: that is `StateMachine`'s job.
+Every backend must pass `chongming_store_contract.StoreContract`, the executable
+version of the docstrings below.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Collection, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum, StrEnum
+
+from chongming_core._errors import ConcurrencyConflict, ConfigurationError
+from chongming_core._records import Progress, TaskSnapshot, Transition
+from chongming_core._status import TERMINAL_STATUSES, TaskStatus
+
+__all__ = [
+    "UNSET",
+    "Command",
+    "CommandAction",
+    "SnapshotWrite",
+    "TaskQuery",
+    "TaskStore",
+    "TouchUpdate",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskQuery:
+    """A filter over task snapshots. Every field narrows the result; None means "any".
+
+    Results are ordered by creation (the order in which tasks were created in
+    the store), oldest first, or newest first with ``newest_first=True``.
+
+    Attributes:
+        statuses: only these statuses.
+        name_prefix: the registered name starts with this text.
+        tag: the task carries this tag.
+        bucket: the task is in this bucket.
+        buckets: the task is in one of these buckets.
+        task_ids: only these ids.
+        lease_owner: the lease is held by this owner.
+        lease_expired_before: the task has no lease, or its lease ends before this time.
+        pipeline_id: the task is a node of this pipeline.
+        search: case-insensitive substring of the task id, name or label.
+        limit: at most this many results (None: all).
+        offset: skip this many results first.
+        newest_first: reverse the order.
+    """
+
+    statuses: frozenset[TaskStatus] | None = None
+    name_prefix: str | None = None
+    tag: str | None = None
+    bucket: int | None = None
+    buckets: frozenset[int] | None = None
+    task_ids: frozenset[str] | None = None
+    lease_owner: str | None = None
+    lease_expired_before: datetime | None = None
+    pipeline_id: str | None = None
+    search: str | None = None
+    limit: int | None = None
+    offset: int = 0
+    newest_first: bool = False
+
+    def __post_init__(self) -> None:
+        if self.statuses is not None:
+            object.__setattr__(self, "statuses", frozenset(TaskStatus(s) for s in self.statuses))
+        if self.buckets is not None:
+            object.__setattr__(self, "buckets", frozenset(self.buckets))
+        if self.task_ids is not None:
+            object.__setattr__(self, "task_ids", frozenset(self.task_ids))
+        if self.limit is not None and (
+            isinstance(self.limit, bool) or not isinstance(self.limit, int) or self.limit < 0
+        ):
+            raise ConfigurationError(f"limit must be an integer >= 0 or None, got {self.limit!r}")
+        if isinstance(self.offset, bool) or not isinstance(self.offset, int) or self.offset < 0:
+            raise ConfigurationError(f"offset must be an integer >= 0, got {self.offset!r}")
+        if self.lease_expired_before is not None and self.lease_expired_before.tzinfo is None:
+            raise ConfigurationError("lease_expired_before must be a timezone-aware datetime")
+
+    def matches(self, snapshot: TaskSnapshot) -> bool:
+        """Whether `snapshot` passes every filter (ignores limit, offset and order)."""
+        s = snapshot
+        if self.statuses is not None and s.status not in self.statuses:
+            return False
+        if self.name_prefix is not None and not s.name.startswith(self.name_prefix):
+            return False
+        if self.tag is not None and self.tag not in s.tags:
+            return False
+        if self.bucket is not None and s.bucket != self.bucket:
+            return False
+        if self.buckets is not None and s.bucket not in self.buckets:
+            return False
+        if self.task_ids is not None and s.task_id not in self.task_ids:
+            return False
+        if self.lease_owner is not None and s.lease_owner != self.lease_owner:
+            return False
+        if self.lease_expired_before is not None and not (
+            s.lease_until is None or s.lease_until < self.lease_expired_before
+        ):
+            return False
+        if self.pipeline_id is not None and s.pipeline_id != self.pipeline_id:
+            return False
+        if self.search is not None:
+            needle = self.search.casefold()
+            haystacks = (s.task_id, s.name, s.label or "")
+            if not any(needle in h.casefold() for h in haystacks):
+                return False
+        return True
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotWrite:
+    """One item of `TaskStore.save_many`: a create (``expect_version=None``) or a save."""
+
+    snapshot: TaskSnapshot
+    expect_version: int | None
+    transitions: tuple[Transition, ...] = ()
+
+
+class _Unset(Enum):
+    UNSET = "unset"
+
+
+#: Marks a `TouchUpdate` field that must be left as it is.
+UNSET = _Unset.UNSET
+
+
+@dataclass(frozen=True, slots=True)
+class TouchUpdate:
+    """Side-path fields to refresh without a new version. None clears a field; `UNSET` keeps it."""
+
+    task_id: str
+    progress: Progress | _Unset | None = UNSET
+    heartbeat_at: datetime | _Unset | None = UNSET
+    lease_owner: str | _Unset | None = UNSET
+    lease_until: datetime | _Unset | None = UNSET
+    pid: int | _Unset | None = UNSET
+
+    def apply(self, snapshot: TaskSnapshot) -> TaskSnapshot:
+        """`snapshot` with this update's fields applied (version untouched)."""
+        changes: dict[str, object] = {}
+        if self.progress is not UNSET:
+            changes["progress"] = self.progress
+        if self.heartbeat_at is not UNSET:
+            changes["last_heartbeat_at"] = self.heartbeat_at
+        if self.lease_owner is not UNSET:
+            changes["lease_owner"] = self.lease_owner
+        if self.lease_until is not UNSET:
+            changes["lease_until"] = self.lease_until
+        if self.pid is not UNSET:
+            changes["pid"] = self.pid
+        return snapshot.evolve(**changes) if changes else snapshot
+
+
+class CommandAction(StrEnum):
+    """The control actions a command row may carry."""
+
+    STOP = "stop"
+    PAUSE = "pause"
+    RESUME = "resume"
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """A control request for a task held by another process (a row of the command channel).
+
+    `action` is kept as text: a row found in the store is data, and an unknown
+    action must be rejected by the reader, not crash it.
+    """
+
+    command_id: str
+    task_id: str
+    action: str
+    issued_by: str
+    issued_at: datetime
+    reason: str | None = None
+    bucket: int | None = None
+    claimed_by: str | None = None
+    lease_until: datetime | None = None
+    completed_at: datetime | None = None
+    result: str | None = None
+
+    @property
+    def is_complete(self) -> bool:
+        """True once a holder completed it."""
+        return self.completed_at is not None
+
+    def known_action(self) -> CommandAction | None:
+        """The action as a `CommandAction`, or None when the row holds an unknown one."""
+        try:
+            return CommandAction(self.action)
+        except ValueError:
+            return None
+
+
+class TaskStore(abc.ABC):
+    """Where snapshots, trajectories and commands live. Thread-safe in every implementation.
+
+    Errors: a backend failure (I/O, connection, corruption, lock timeout) raises
+    `StoreError` naming the store and what to do; an optimistic conflict raises
+    `ConcurrencyConflict`. No driver exception ever reaches the caller.
+    """
+
+    # ------------------------------------------------------------------ snapshots
+    @abc.abstractmethod
+    def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
+        """Insert a new task, together with its first transitions, atomically.
+
+        Raises:
+            ConcurrencyConflict: a task with this id already exists (ids are never reused).
+        """
+
+    @abc.abstractmethod
+    def save(
+        self,
+        snapshot: TaskSnapshot,
+        *,
+        expect_version: int,
+        transitions: Sequence[Transition] = (),
+    ) -> None:
+        """Replace a task's snapshot if its stored version is `expect_version` (compare-and-set),
+        appending `transitions` in the same atomic step.
+
+        Raises:
+            ConcurrencyConflict: the stored version differs (``actual`` holds it) or the
+                task does not exist (``actual`` is None). Nothing is written.
+        """
+
+    def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+        """Apply several creates and saves (a group commit); each item is checked on its own.
+
+        Returns the conflicts of the items that were not applied, in order; every
+        other item is applied with its transitions. Backends override this to use
+        one transaction; this default applies the items one by one.
+        """
+        conflicts: list[ConcurrencyConflict] = []
+        for write in writes:
+            try:
+                if write.expect_version is None:
+                    self.create(write.snapshot, write.transitions)
+                else:
+                    self.save(
+                        write.snapshot,
+                        expect_version=write.expect_version,
+                        transitions=write.transitions,
+                    )
+            except ConcurrencyConflict as conflict:
+                conflicts.append(conflict)
+        return conflicts
+
+    @abc.abstractmethod
+    def get(self, task_id: str) -> TaskSnapshot | None:
+        """The task's snapshot, or None when there is no such task."""
+
+    @abc.abstractmethod
+    def query(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
+        """Snapshots matching `query`, ordered by creation (see `TaskQuery`)."""
+
+    @abc.abstractmethod
+    def status_counts(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
+        """How many tasks matching `query` are in each status (limit and offset are ignored).
+
+        Statuses with no task are absent from the result.
+        """
+
+    @abc.abstractmethod
+    def bucket_counts(self, query: TaskQuery | None = None) -> dict[int, int]:
+        """How many tasks matching `query` are in each bucket; tasks without a bucket are
+        not counted, and empty buckets are absent."""
+
+    # ------------------------------------------------------------------ audit trail
+    @abc.abstractmethod
+    def append(self, transitions: Iterable[Transition]) -> None:
+        """Append transitions to their tasks' histories.
+
+        Idempotent: a transition whose ``(task_id, status_version)`` is already
+        stored is ignored, so a writer may safely repeat an append after a failure.
+        """
+
+    @abc.abstractmethod
+    def history(self, task_id: str) -> list[Transition]:
+        """Every stored transition of the task, in ``status_version`` order (empty if unknown)."""
+
+    # ------------------------------------------------------------------ side path
+    @abc.abstractmethod
+    def touch(
+        self,
+        task_id: str,
+        *,
+        progress: Progress | None = None,
+        heartbeat_at: datetime | None = None,
+        lease_owner: str | None = None,
+        lease_until: datetime | None = None,
+        pid: int | None = None,
+    ) -> bool:
+        """Refresh the given side-path fields; arguments left as None are not changed.
+
+        Never changes ``status_version`` (progress and heartbeats would otherwise
+        conflict with every status write). Returns False when the task is unknown.
+        """
+
+    def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
+        """Apply several side-path updates (None clears a field, `UNSET` keeps it).
+
+        Returns how many tasks existed and were updated. Backends override this to
+        use one transaction.
+        """
+        applied = 0
+        for update in updates:
+            snapshot = self.get(update.task_id)
+            if snapshot is None:
+                continue
+            self._touch_fields(update.apply(snapshot))
+            applied += 1
+        return applied
+
+    def _touch_fields(self, snapshot: TaskSnapshot) -> None:
+        """Write `snapshot`'s side-path fields verbatim (used by the default `touch_many`)."""
+        raise NotImplementedError(
+            f"{type(self).__name__} must override touch_many() or _touch_fields()"
+        )
+
+    # ------------------------------------------------------------------ commands
+    @abc.abstractmethod
+    def submit_command(self, command: Command) -> None:
+        """Store a new command for the task's holder to claim.
+
+        Idempotent on ``command_id``: submitting the same id again changes nothing.
+        """
+
+    @abc.abstractmethod
+    def claim_commands(
+        self,
+        owner: str,
+        *,
+        now: datetime,
+        lease_seconds: float,
+        limit: int = 100,
+        task_ids: Collection[str] | None = None,
+        buckets: Collection[int] | None = None,
+    ) -> list[Command]:
+        """Lease up to `limit` incomplete commands to `owner`, oldest first.
+
+        A command is claimable when it is not complete and either unclaimed or its
+        lease ended before `now`; it is then leased to `owner` until
+        ``now + lease_seconds``, so no two claimers hold it at once, and a claimer
+        that crashed gives it up when the lease ends. `task_ids` and `buckets`
+        narrow the commands considered.
+        """
+
+    @abc.abstractmethod
+    def complete_command(self, command_id: str, *, owner: str, now: datetime, result: str) -> bool:
+        """Mark a command done with a short `result` text ("applied", "rejected: ...").
+
+        Returns True when `owner` held the command and it was not complete yet;
+        False otherwise (another claimer took it over, or it is unknown or done).
+        """
+
+    @abc.abstractmethod
+    def release_command(self, command_id: str, *, owner: str) -> bool:
+        """Give a claimed command back at once, so its real holder can claim it.
+
+        Returns True when `owner` held it and it is now claimable again.
+        """
+
+    @abc.abstractmethod
+    def commands(
+        self,
+        *,
+        task_id: str | None = None,
+        include_complete: bool = True,
+        limit: int | None = None,
+    ) -> list[Command]:
+        """Commands (optionally of one task), oldest first, for inspection."""
+
+    # ------------------------------------------------------------------ housekeeping
+    @abc.abstractmethod
+    def prune(self, keep_terminal: int) -> int:
+        """Delete all but the `keep_terminal` most recently finished terminal tasks, with
+        their histories and commands. Live tasks are never deleted.
+
+        Returns how many tasks were deleted.
+        """
+
+    @abc.abstractmethod
+    def close(self) -> None:
+        """Release every handle. Idempotent; any later call raises `StoreError`."""
+
+    def __enter__(self) -> TaskStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def terminal_statuses() -> frozenset[TaskStatus]:
+    """The terminal statuses (for backends building queries)."""
+    return TERMINAL_STATUSES
+
+
+def validate_keep_terminal(keep_terminal: object) -> int:
+    """Check `prune`'s argument."""
+    if isinstance(keep_terminal, bool) or not isinstance(keep_terminal, int) or keep_terminal < 0:
+        raise ConfigurationError(f"keep_terminal must be an integer >= 0, got {keep_terminal!r}")
+    return keep_terminal
+
+
+def counts_of(snapshots: Iterable[TaskSnapshot]) -> Mapping[TaskStatus, int]:
+    """Per-status counts of `snapshots`."""
+    result: dict[TaskStatus, int] = {}
+    for s in snapshots:
+        result[s.status] = result.get(s.status, 0) + 1
+    return result
