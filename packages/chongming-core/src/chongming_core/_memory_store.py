@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import os
 import threading
 from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -18,6 +19,7 @@ from chongming_core._store import (
     TaskStore,
     TouchUpdate,
     validate_keep_terminal,
+    write_jsonl,
 )
 
 __all__ = ["InMemoryTaskStore"]
@@ -342,6 +344,24 @@ class InMemoryTaskStore(TaskStore):
                 del self._commands[command_id]
                 del self._command_order[command_id]
             return len(doomed)
+
+    def archive(self, *, finished_before: datetime, path: str | os.PathLike[str]) -> int:
+        """See `TaskStore.archive`."""
+        with self._lock:
+            self._open()
+            moved: list[Transition] = []
+            for task_id, snap in self._tasks.items():
+                if not snap.is_terminal or snap.finished_at is None:
+                    continue
+                if snap.finished_at >= finished_before:
+                    continue
+                records = self._history.get(task_id, {})
+                versions = sorted(records)
+                moved.extend(records[v] for v in versions[:-1])
+            write_jsonl(path, moved)
+            for record in moved:
+                del self._history[record.task_id][record.status_version]
+            return len(moved)
 
     def close(self) -> None:
         """See `TaskStore.close`."""

@@ -24,6 +24,8 @@ version of the docstrings below.
 from __future__ import annotations
 
 import abc
+import json
+import os
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -403,6 +405,19 @@ class TaskStore(abc.ABC):
         """
 
     @abc.abstractmethod
+    def archive(self, *, finished_before: datetime, path: str | os.PathLike[str]) -> int:
+        """Move the history of terminal tasks finished before `finished_before` to a file.
+
+        Every transition of such a task except its last one is appended to `path`
+        as JSON Lines (one `Transition.to_dict()` per line), the file is flushed and
+        fsynced, and only then are those rows deleted from the store. The task's
+        snapshot and its final transition stay, as the summary of how it ended; a
+        task archived before has nothing left to move. Live tasks are never touched.
+
+        Returns how many transitions were moved.
+        """
+
+    @abc.abstractmethod
     def close(self) -> None:
         """Release every handle. Idempotent; any later call raises `StoreError`."""
 
@@ -431,3 +446,14 @@ def counts_of(snapshots: Iterable[TaskSnapshot]) -> Mapping[TaskStatus, int]:
     for s in snapshots:
         result[s.status] = result.get(s.status, 0) + 1
     return result
+
+
+def write_jsonl(path: str | os.PathLike[str], transitions: Sequence[Transition]) -> None:
+    """Append `transitions` to `path` as JSON Lines and fsync it (used by `archive`)."""
+    if not transitions:
+        return
+    with open(path, "a", encoding="utf-8") as handle:
+        for record in transitions:
+            handle.write(json.dumps(record.to_dict(), ensure_ascii=False) + "\n")
+        handle.flush()
+        os.fsync(handle.fileno())
