@@ -27,7 +27,10 @@ test: sync ## run the whole test suite
 lint: sync ## ruff, ruff format --check, mypy --strict, import-linter
 	$(UV) run --frozen ruff check .
 	$(UV) run --frozen ruff format --check .
-	$(UV) run --frozen mypy packages/*/src packages/*/tests tests-integration
+	$(UV) run --frozen mypy packages/*/src conftest.py tests-integration benchmarks examples
+	@for tests in packages/*/tests; do \
+		echo "mypy $$tests"; $(UV) run --frozen mypy $$tests || exit 1; \
+	done
 	$(UV) run --frozen lint-imports
 
 bench: sync ## run the benchmarks (ratios against baselines measured in the same run)

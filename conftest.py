@@ -8,6 +8,7 @@ skipped Postgres test is a failure.
 from __future__ import annotations
 
 import os
+from collections.abc import Generator
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -39,11 +40,13 @@ def postgres_dsn() -> str:
     return dsn
 
 
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):  # type: ignore[no-untyped-def]
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(
+    item: pytest.Item, call: pytest.CallInfo[None]
+) -> Generator[None, pytest.TestReport, pytest.TestReport]:
     """With CHONGMING_REQUIRE_POSTGRES, a skipped Postgres test fails the run."""
-    outcome = yield
-    report = outcome.get_result()
+    report = yield
     if report.skipped and _postgres_required() and item.get_closest_marker("postgres"):
         report.outcome = "failed"
         report.longrepr = f"Postgres test {item.nodeid} was skipped, but CI requires it to run"
+    return report
