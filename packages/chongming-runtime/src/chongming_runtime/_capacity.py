@@ -1,0 +1,188 @@
+"""Execution capacity and the ready queue of one controller (guide §8.4, §8.8).
+
+`Capacity` is the per-process account of execution slots: the global
+`max_parallel`, per-bucket limits and named-resource units per limited tag. A
+task holds its units from the moment it is dispatched until it leaves the
+executor — an in-place pause keeps them (R3).
+
+`ReadyQueue` orders queued tasks by priority (higher first) and then by arrival
+(FIFO), and hands out the first task that *fits*: a head blocked by a full
+bucket or resource does not stop the tasks behind it.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+__all__ = ["Capacity", "ReadyItem", "ReadyQueue"]
+
+
+@dataclass(frozen=True, slots=True)
+class _Hold:
+    tags: frozenset[str]
+    bucket: int | None
+
+
+class Capacity:
+    """Counts the slots, bucket slots and named-resource units held by active tasks."""
+
+    def __init__(
+        self,
+        max_parallel: int,
+        *,
+        limits: Mapping[str, int] | None = None,
+        max_per_bucket: int | None = None,
+    ) -> None:
+        self.max_parallel = max_parallel
+        self.limits: dict[str, int] = dict(limits or {})
+        self.max_per_bucket = max_per_bucket
+        self._holds: dict[str, _Hold] = {}
+        self._per_bucket: dict[int, int] = {}
+        self._per_tag: dict[str, int] = {}
+
+    @property
+    def active(self) -> int:
+        """How many tasks hold a slot."""
+        return len(self._holds)
+
+    def holds(self, task_id: str) -> bool:
+        """Whether `task_id` holds a slot."""
+        return task_id in self._holds
+
+    def active_in_bucket(self, bucket: int) -> int:
+        """How many slots tasks of `bucket` hold."""
+        return self._per_bucket.get(bucket, 0)
+
+    def in_use(self, tag: str) -> int:
+        """How many units of the limited resource `tag` are held."""
+        return self._per_tag.get(tag, 0)
+
+    def fits(self, tags: Iterable[str], bucket: int | None) -> bool:
+        """Whether a task with `tags` in `bucket` could be dispatched now."""
+        if len(self._holds) >= self.max_parallel:
+            return False
+        if (
+            self.max_per_bucket is not None
+            and bucket is not None
+            and self._per_bucket.get(bucket, 0) >= self.max_per_bucket
+        ):
+            return False
+        for tag in tags:
+            limit = self.limits.get(tag)
+            if limit is not None and self._per_tag.get(tag, 0) >= limit:
+                return False
+        return True
+
+    def acquire(self, task_id: str, tags: Iterable[str], bucket: int | None) -> None:
+        """Take a slot (and the bucket slot and resource units) for `task_id`."""
+        if task_id in self._holds:
+            return
+        limited = frozenset(t for t in tags if t in self.limits)
+        self._holds[task_id] = _Hold(limited, bucket)
+        if bucket is not None:
+            self._per_bucket[bucket] = self._per_bucket.get(bucket, 0) + 1
+        for tag in limited:
+            self._per_tag[tag] = self._per_tag.get(tag, 0) + 1
+
+    def release(self, task_id: str) -> bool:
+        """Give back everything `task_id` holds; False when it held nothing."""
+        hold = self._holds.pop(task_id, None)
+        if hold is None:
+            return False
+        if hold.bucket is not None:
+            left = self._per_bucket[hold.bucket] - 1
+            if left:
+                self._per_bucket[hold.bucket] = left
+            else:
+                del self._per_bucket[hold.bucket]
+        for tag in hold.tags:
+            left = self._per_tag[tag] - 1
+            if left:
+                self._per_tag[tag] = left
+            else:
+                del self._per_tag[tag]
+        return True
+
+
+@dataclass(order=True, slots=True)
+class ReadyItem:
+    """A queued task as the scheduler sees it."""
+
+    sort_key: tuple[int, int] = field(init=False, repr=False)
+    task_id: str = field(compare=False)
+    priority: int = field(compare=False, default=0)
+    tags: frozenset[str] = field(compare=False, default=frozenset())
+    bucket: int | None = field(compare=False, default=None)
+    sequence: int = field(compare=False, default=0)
+
+    def __post_init__(self) -> None:
+        self.sort_key = (-self.priority, self.sequence)
+
+
+class ReadyQueue:
+    """Queued tasks by priority, then FIFO; removal is lazy and O(1)."""
+
+    def __init__(self) -> None:
+        self._heap: list[ReadyItem] = []
+        self._live: dict[str, ReadyItem] = {}
+        self._counter = itertools.count()
+
+    def __len__(self) -> int:
+        return len(self._live)
+
+    def __contains__(self, task_id: object) -> bool:
+        return task_id in self._live
+
+    def push(
+        self,
+        task_id: str,
+        *,
+        priority: int = 0,
+        tags: frozenset[str] = frozenset(),
+        bucket: int | None = None,
+    ) -> None:
+        """Queue `task_id` behind every task of the same or higher priority."""
+        if task_id in self._live:
+            return
+        item = ReadyItem(
+            task_id=task_id,
+            priority=priority,
+            tags=tags,
+            bucket=bucket,
+            sequence=next(self._counter),
+        )
+        self._live[task_id] = item
+        heapq.heappush(self._heap, item)
+
+    def remove(self, task_id: str) -> bool:
+        """Forget a queued task (it was stopped or paused before it started)."""
+        return self._live.pop(task_id, None) is not None
+
+    def pop_fitting(self, capacity: Capacity) -> ReadyItem | None:
+        """The first task, in priority/FIFO order, that fits `capacity`; None if none does.
+
+        Tasks skipped because their bucket or resource is full keep their place.
+        """
+        if len(capacity._holds) >= capacity.max_parallel:
+            return None
+        skipped: list[ReadyItem] = []
+        found: ReadyItem | None = None
+        while self._heap:
+            item = heapq.heappop(self._heap)
+            if self._live.get(item.task_id) is not item:
+                continue  # removed lazily
+            if capacity.fits(item.tags, item.bucket):
+                del self._live[item.task_id]
+                found = item
+                break
+            skipped.append(item)
+        for item in skipped:
+            heapq.heappush(self._heap, item)
+        return found
+
+    def task_ids(self) -> list[str]:
+        """Queued task ids in dispatch order (for inspection)."""
+        return [i.task_id for i in sorted(self._live.values())]

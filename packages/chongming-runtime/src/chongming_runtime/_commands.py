@@ -1,0 +1,160 @@
+"""The command channel, consumer side: `CommandPoller` claims control commands for this node.
+
+A control (stop, pause, resume) for a task held by another process becomes a
+command row in the shared store. Each holder polls: it claims commands (under a
+lease, so a crash never loses one), hands each to its handler, and completes
+it — or, when the task is not held here, releases it at once so the real holder
+can claim it. A pure query client never polls, so it never takes anyone's
+commands.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from collections.abc import Callable, Collection
+
+from chongming_core import Command, StoreError, TaskStore
+from chongming_core._clock import Clock
+
+__all__ = ["NOT_HELD", "CommandPoller", "new_command"]
+
+_log = logging.getLogger("chongming_task.commands")
+
+#: A handler returns this for a command whose task is not held by this process.
+NOT_HELD = None
+
+
+def new_command(
+    *,
+    task_id: str,
+    action: str,
+    issued_by: str,
+    clock: Clock,
+    reason: str | None = None,
+    bucket: int | None = None,
+) -> Command:
+    """A fresh command row with a random id."""
+    return Command(
+        command_id=uuid.uuid4().hex,
+        task_id=task_id,
+        action=action,
+        issued_by=issued_by,
+        issued_at=clock.now(),
+        reason=reason,
+        bucket=bucket,
+    )
+
+
+class CommandPoller:
+    """Claims and applies commands on a daemon thread.
+
+    Args:
+        store: the shared store.
+        owner: this node's name (the claimer).
+        handler: applies one command; returns a short result ("applied", "rejected: ...")
+            or `NOT_HELD` when the task is not held here.
+        clock: gives "now" for leases.
+        buckets: only commands for these buckets (None: all).
+        interval: seconds between polls when nothing wakes the poller earlier.
+        lease_seconds: how long a claimed command is reserved for this node.
+        on_error: called with a store error (the poller keeps going).
+    """
+
+    def __init__(
+        self,
+        store: TaskStore,
+        *,
+        owner: str,
+        handler: Callable[[Command], str | None],
+        clock: Clock,
+        buckets: Collection[int] | None = None,
+        interval: float = 0.1,
+        lease_seconds: float = 30.0,
+        on_error: Callable[[Exception], None] | None = None,
+    ) -> None:
+        self._store = store
+        self._owner = owner
+        self._handler = handler
+        self._clock = clock
+        self._buckets = None if buckets is None else frozenset(buckets)
+        self._interval = interval
+        self._lease_seconds = lease_seconds
+        self._on_error = on_error
+        self._wake = threading.Event()
+        self._stopped = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def running(self) -> bool:
+        """True while the polling thread is alive."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Start polling (idempotent)."""
+        with self._lock:
+            if self._thread is not None or self._stopped.is_set():
+                return
+            self._thread = threading.Thread(
+                target=self._serve, name=f"chongming-commands-{self._owner}", daemon=True
+            )
+            self._thread.start()
+
+    def wake(self) -> None:
+        """Poll now instead of at the next interval."""
+        self._wake.set()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop polling and wait for the thread to finish."""
+        self._stopped.set()
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+
+    def poll_once(self, limit: int = 100) -> int:
+        """Claim and handle one batch; returns how many commands were completed here."""
+        claimed = self._store.claim_commands(
+            self._owner,
+            now=self._clock.now(),
+            lease_seconds=self._lease_seconds,
+            limit=limit,
+            buckets=self._buckets,
+        )
+        completed = 0
+        for command in claimed:
+            try:
+                result = self._handler(command)
+            except Exception as exc:  # a bad command must not stop the channel
+                _log.exception("command %s for task %r failed", command.action, command.task_id)
+                result = f"rejected: {type(exc).__name__}: {exc}"
+            if result is NOT_HELD:
+                self._store.release_command(command.command_id, owner=self._owner)
+                continue
+            if self._store.complete_command(
+                command.command_id, owner=self._owner, now=self._clock.now(), result=result
+            ):
+                completed += 1
+        return completed
+
+    def _serve(self) -> None:
+        waiter = getattr(self._store, "wait_for_commands", None)
+        while not self._stopped.is_set():
+            try:
+                self.poll_once()
+            except StoreError as exc:
+                _log.warning("command poll failed, will retry: %s", exc)
+                if self._on_error is not None:
+                    self._on_error(exc)
+            if self._stopped.is_set():
+                break
+            if callable(waiter) and not self._wake.is_set():
+                try:
+                    waiter(self._interval)
+                except StoreError:
+                    self._wake.wait(self._interval)
+            else:
+                self._wake.wait(self._interval)
+            self._wake.clear()

@@ -1,0 +1,134 @@
+"""`reconcile()`: after a crash, honestly mark what lost its supervisor (guide §8.11).
+
+The criterion is "is anyone still managing it" (the lease), never "is it still
+moving" (the heartbeat): a healthy task in a long computation does not beat,
+and judging liveness by heartbeats would kill it.
+
+| situation                                               | action                         |
+|---------------------------------------------------------|--------------------------------|
+| lease not expired                                       | untouched: someone manages it  |
+| lease expired, holding resources (starting, running,    | ``lost``                       |
+| pausing, stopping, or paused in place)                  |                                |
+| lease expired, holding nothing (pending, blocked,       | unchanged, reported adoptable  |
+| queued, paused before start, retry_wait)                |                                |
+| the supervisor wrote first (version conflict)           | left alone, reported skipped   |
+
+Nothing is re-executed: the store holds states, not recipes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass
+from datetime import datetime
+
+from chongming_core import (
+    ConcurrencyConflict,
+    Failure,
+    FailureKind,
+    StateMachine,
+    TaskQuery,
+    TaskSnapshot,
+    TaskStatus,
+    TaskStore,
+)
+from chongming_core._clock import Clock
+
+__all__ = ["ReconcileReport", "reconcile_store"]
+
+S = TaskStatus
+_HOLDING = frozenset({S.STARTING, S.RUNNING, S.PAUSING, S.STOPPING})
+_IDLE = frozenset({S.PENDING, S.BLOCKED, S.QUEUED, S.PAUSED, S.RETRY_WAIT})
+
+
+@dataclass(frozen=True, slots=True)
+class ReconcileReport:
+    """What `reconcile()` found (R17): tuples of snapshots as they were found."""
+
+    lost: tuple[TaskSnapshot, ...] = ()
+    adoptable: tuple[TaskSnapshot, ...] = ()
+    skipped: tuple[TaskSnapshot, ...] = ()
+    dry_run: bool = False
+
+    @property
+    def changed(self) -> bool:
+        """True when a real run marked at least one task lost."""
+        return bool(self.lost) and not self.dry_run
+
+
+def _holds_resources(snapshot: TaskSnapshot) -> bool:
+    if snapshot.status in _HOLDING:
+        return True
+    return snapshot.status is S.PAUSED and snapshot.paused_in_place
+
+
+def _lost_failure(snapshot: TaskSnapshot) -> Failure:
+    owner = snapshot.lease_owner or "no supervisor"
+    until = snapshot.lease_until.isoformat() if snapshot.lease_until else "never leased"
+    return Failure.of(
+        FailureKind.LOST,
+        f"the supervisor {owner!r} stopped renewing its lease (expired: {until}) while the task "
+        f"was {snapshot.status.value}; its process is gone and the outcome is unknown — check "
+        "side effects before running it again under a new id",
+    )
+
+
+def reconcile_store(
+    store: TaskStore,
+    *,
+    actor: str,
+    clock: Clock,
+    buckets: Collection[int] | None,
+    dry_run: bool = False,
+    skip_task_ids: Collection[str] = (),
+    now: datetime | None = None,
+) -> ReconcileReport:
+    """Mark tasks whose supervisor vanished as lost; see the module docstring.
+
+    Args:
+        store: the shared store.
+        actor: who reconciles (written into the transitions).
+        clock: stamps the transitions and gives "now".
+        buckets: only tasks in these buckets (None: every task).
+        dry_run: report what would change and write nothing.
+        skip_task_ids: tasks this process holds itself (never judged).
+        now: the moment leases are compared with (default: the clock's now).
+    """
+    moment = now or clock.now()
+    query = TaskQuery(
+        statuses=_HOLDING | _IDLE,
+        lease_expired_before=moment,
+        buckets=None if buckets is None else frozenset(buckets),
+    )
+    lost: list[TaskSnapshot] = []
+    adoptable: list[TaskSnapshot] = []
+    skipped: list[TaskSnapshot] = []
+    mine = set(skip_task_ids)
+    for snapshot in store.query(query):
+        if snapshot.task_id in mine:
+            continue
+        if not _holds_resources(snapshot):
+            adoptable.append(snapshot)
+            continue
+        if dry_run:
+            lost.append(snapshot)
+            continue
+        machine = StateMachine(snapshot, clock=clock)
+        failure = _lost_failure(snapshot)
+        if snapshot.status is S.PAUSED:
+            # a body suspended in place died with its process: no table edge leads from
+            # paused to lost, so the audited door is used and says why
+            machine.force_transition(S.LOST, actor=actor, reason=failure.message, failure=failure)
+        else:
+            machine.mark_lost(failure, actor=actor, reason="reconcile: lease expired")
+        try:
+            store.save(
+                machine.snapshot,
+                expect_version=snapshot.status_version,
+                transitions=machine.transitions,
+            )
+        except ConcurrencyConflict:
+            skipped.append(snapshot)
+            continue
+        lost.append(snapshot)
+    return ReconcileReport(tuple(lost), tuple(adoptable), tuple(skipped), dry_run)

@@ -1,0 +1,123 @@
+"""`render_table`: the task table shared by the CLI and the dashboard (guide §8.2, §8.4).
+
+Columns are aligned by *display width*, not `len`: a CJK character takes two
+terminal cells, a combining mark none, so labels like ``转换-1`` line up.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+
+from chongming_core import TaskSnapshot
+
+__all__ = ["TABLE_COLUMNS", "display_width", "format_elapsed", "pad", "render_table"]
+
+#: The columns of `render_table`, in order.
+TABLE_COLUMNS = ("TASK_ID", "NAME", "STATUS", "ATTEMPT", "ELAPSED", "PROGRESS", "BUCKET", "FAILURE")
+
+
+def _char_width(char: str) -> int:
+    if unicodedata.combining(char) or unicodedata.category(char) in {"Mn", "Me", "Cf"}:
+        return 0
+    if unicodedata.category(char) == "Cc":
+        return 0
+    return 2 if unicodedata.east_asian_width(char) in {"W", "F"} else 1
+
+
+def display_width(text: str) -> int:
+    """How many terminal cells `text` takes (CJK and wide emoji count two)."""
+    if text.isascii():
+        return len(text)
+    return sum(_char_width(c) for c in text)
+
+
+def pad(text: str, width: int) -> str:
+    """`text` padded with spaces on the right to `width` display cells."""
+    return text + " " * max(0, width - display_width(text))
+
+
+def truncate(text: str, width: int) -> str:
+    """`text` cut to at most `width` display cells, marking a cut with ``…``."""
+    if display_width(text) <= width:
+        return text
+    out: list[str] = []
+    used = 0
+    for char in text:
+        w = _char_width(char)
+        if used + w > width - 1:
+            break
+        out.append(char)
+        used += w
+    return "".join(out) + "…"
+
+
+def format_elapsed(seconds: float | None) -> str:
+    """``-`` for a task that never ran, else ``0.4s``, ``12.3s``, ``3m05s`` or ``2h07m``."""
+    if seconds is None:
+        return "-"
+    if seconds < 60:
+        return f"{seconds:.1f}s"
+    minutes, secs = divmod(int(seconds), 60)
+    if minutes < 60:
+        return f"{minutes}m{secs:02d}s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}h{minutes:02d}m"
+
+
+def _row(snapshot: TaskSnapshot, now: datetime, name_width: int | None) -> list[str]:
+    name = snapshot.display_name
+    if name_width is not None:
+        name = truncate(name, name_width)
+    progress = snapshot.progress.render() if snapshot.progress is not None else "-"
+    return [
+        snapshot.task_id,
+        name,
+        snapshot.status.value,
+        f"{snapshot.attempt}/{snapshot.max_attempts}",
+        format_elapsed(snapshot.elapsed(now)),
+        progress,
+        "-" if snapshot.bucket is None else str(snapshot.bucket),
+        "-" if snapshot.failure is None else snapshot.failure.kind.value,
+    ]
+
+
+def render_table(
+    snapshots: Iterable[TaskSnapshot],
+    *,
+    now: datetime | None = None,
+    columns: Sequence[str] = TABLE_COLUMNS,
+    max_name_width: int | None = 40,
+) -> str:
+    """Render snapshots as an aligned text table with a header and a rule.
+
+    The NAME column shows the label when there is one, else the registered name
+    (R11). ELAPSED is ``-`` for a task that never ran: a duration there would
+    read as "it has been running this long".
+
+    Example::
+
+        print(render_table(controller.list_tasks()))
+    """
+    unknown = [c for c in columns if c not in TABLE_COLUMNS]
+    if unknown:
+        raise ValueError(f"unknown columns {unknown}; choose from {list(TABLE_COLUMNS)}")
+    moment = now or datetime.now(UTC)
+    index = [TABLE_COLUMNS.index(c) for c in columns]
+    rows = [
+        [full[i] for i in index] for full in (_row(s, moment, max_name_width) for s in snapshots)
+    ]
+    header = list(columns)
+    widths = [display_width(h) for h in header]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], display_width(cell))
+    lines = [
+        "  ".join(pad(cell, widths[i]) for i, cell in enumerate(header)).rstrip(),
+        "  ".join("-" * widths[i] for i in range(len(header))),
+    ]
+    lines.extend(
+        "  ".join(pad(cell, widths[i]) for i, cell in enumerate(row)).rstrip() for row in rows
+    )
+    return "\n".join(lines)

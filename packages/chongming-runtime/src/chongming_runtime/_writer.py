@@ -1,0 +1,321 @@
+"""`StoreWriter`: write-through of transitions to a `TaskStore`, batched, with group commit.
+
+Data flow: runs report every transition (with the new snapshot) and every
+side-path update here; this writer is the only code that writes them to the
+store. Non-terminal transitions are batched and written by a background thread
+(one `save_many` per batch); a terminal transition is *durable*: the caller
+blocks until it (and everything queued before it) is in the store, so a crash
+can never turn a finished task into an unknown one. Callers that flush at the
+same moment share one transaction (group commit).
+
+A failing store never fails a task: the writes stay pending, the failure is
+kept in `failures` (the latest 20), and the next successful flush brings the
+store up to the current truth. A version conflict means another process wrote
+the task (for example `reconcile()` marked it lost): the store's version wins
+and the conflict is recorded — the writer never overwrites someone else's truth.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from chongming_core import (
+    UNSET,
+    ConcurrencyConflict,
+    SnapshotWrite,
+    StoreError,
+    TaskSnapshot,
+    TaskStore,
+    TouchUpdate,
+    Transition,
+)
+from chongming_core._clock import SYSTEM_CLOCK, Clock
+
+__all__ = ["PersistFailure", "StoreWriter"]
+
+_log = logging.getLogger("chongming_task.store_writer")
+
+MAX_FAILURES = 20
+
+
+@dataclass(frozen=True, slots=True)
+class PersistFailure:
+    """A write the store refused or could not take; the task itself was not affected."""
+
+    at: datetime
+    operation: str
+    task_ids: tuple[str, ...]
+    error: str
+
+
+@dataclass(slots=True)
+class _Pending:
+    snapshot: TaskSnapshot
+    transitions: list[Transition] = field(default_factory=list)
+
+
+class StoreWriter:
+    """Owns every write of one controller to its store.
+
+    Args:
+        store: where to write.
+        clock: stamps failures.
+        flush_interval: how long non-terminal writes may wait to be batched (seconds).
+        retry_interval: how long to wait after a failed flush before trying again.
+    """
+
+    def __init__(
+        self,
+        store: TaskStore,
+        *,
+        clock: Clock | None = None,
+        flush_interval: float = 0.02,
+        retry_interval: float = 0.5,
+    ) -> None:
+        self._store = store
+        self._clock = clock if clock is not None else SYSTEM_CLOCK
+        self._flush_interval = flush_interval
+        self._retry_interval = retry_interval
+        self._lock = threading.Lock()
+        self._flush_lock = threading.Lock()
+        self._wake = threading.Event()
+        self._pending: dict[str, _Pending] = {}
+        self._touches: dict[str, TouchUpdate] = {}
+        self._stored_version: dict[str, int] = {}
+        self._diverged: set[str] = set()
+        self._failures: deque[PersistFailure] = deque(maxlen=MAX_FAILURES)
+        self._healthy = True
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ reporting
+    @property
+    def failures(self) -> list[PersistFailure]:
+        """The latest persistence failures (at most 20), oldest first."""
+        with self._lock:
+            return list(self._failures)
+
+    @property
+    def healthy(self) -> bool:
+        """False while the last flush failed (writes are pending and will be retried)."""
+        return self._healthy
+
+    @property
+    def pending_count(self) -> int:
+        """Tasks with writes not yet in the store."""
+        with self._lock:
+            return len(self._pending) + len(self._touches)
+
+    def adopt(self, snapshot: TaskSnapshot) -> None:
+        """Declare that `snapshot` is already in the store at its version (e.g. read back)."""
+        with self._lock:
+            self._stored_version[snapshot.task_id] = snapshot.status_version
+
+    def diverged(self, task_id: str) -> bool:
+        """True once another writer changed `task_id` in the store; this writer left it alone."""
+        with self._lock:
+            return task_id in self._diverged
+
+    def request_flush(self) -> None:
+        """Ask the background thread to flush soon (used by the side-path timer)."""
+        self._ensure_thread()
+        self._wake.set()
+
+    def forget(self, task_id: str) -> None:
+        """Stop tracking a task (after it was pruned)."""
+        with self._lock:
+            self._stored_version.pop(task_id, None)
+            self._pending.pop(task_id, None)
+            self._touches.pop(task_id, None)
+
+    # ------------------------------------------------------------------ input
+    def record(
+        self,
+        snapshot: TaskSnapshot,
+        transitions: Sequence[Transition] = (),
+        *,
+        durable: bool = False,
+    ) -> None:
+        """Queue a new snapshot (and the transitions that led to it) for writing.
+
+        With ``durable=True`` this returns only after a flush that included it was
+        attempted (successfully, unless the store is failing — see `failures`).
+        """
+        with self._lock:
+            if snapshot.task_id in self._diverged:
+                return
+            pending = self._pending.get(snapshot.task_id)
+            if pending is None:
+                self._pending[snapshot.task_id] = _Pending(snapshot, list(transitions))
+            else:
+                pending.snapshot = snapshot
+                pending.transitions.extend(transitions)
+        if durable:
+            self.flush()
+        else:
+            self._ensure_thread()
+            self._wake.set()
+
+    def touch(self, update: TouchUpdate) -> None:
+        """Queue a side-path update; merged with earlier ones for the same task."""
+        with self._lock:
+            if update.task_id in self._diverged:
+                return
+            earlier = self._touches.get(update.task_id)
+            if earlier is not None:
+                update = _merge(earlier, update)
+            self._touches[update.task_id] = update
+        self._ensure_thread()
+
+    # ------------------------------------------------------------------ flushing
+    def flush(self) -> bool:
+        """Write everything pending now (group commit). Returns True when the store took it all."""
+        with self._flush_lock:
+            with self._lock:
+                batch = self._pending
+                self._pending = {}
+                touches = self._touches
+                self._touches = {}
+                if not batch and not touches:
+                    return True
+                expected = {t: self._stored_version.get(t) for t in batch}
+            ok = self._write(batch, touches, expected)
+            self._healthy = ok
+            return ok
+
+    def _write(
+        self,
+        batch: dict[str, _Pending],
+        touches: dict[str, TouchUpdate],
+        expected: dict[str, int | None],
+    ) -> bool:
+        writes = [
+            SnapshotWrite(p.snapshot, expected[t], tuple(p.transitions)) for t, p in batch.items()
+        ]
+        try:
+            conflicts = self._store.save_many(writes) if writes else []
+        except StoreError as exc:
+            self._requeue(batch, touches)
+            self._fail("save_many", tuple(batch) or tuple(touches), exc)
+            return False
+        conflicted = {c.task_id for c in conflicts}
+        with self._lock:
+            for task_id, pending in batch.items():
+                if task_id not in conflicted:
+                    self._stored_version[task_id] = pending.snapshot.status_version
+        for conflict in conflicts:
+            self._on_conflict(conflict)
+        if touches:
+            try:
+                # touches after snapshots: a terminal save must not be overwritten by older
+                # side-path values, and touch_many only changes the fields it names
+                self._store.touch_many(list(touches.values()))
+            except StoreError as exc:
+                self._requeue({}, touches)
+                self._fail("touch_many", tuple(touches), exc)
+                return False
+        return True
+
+    def _requeue(self, batch: dict[str, _Pending], touches: dict[str, TouchUpdate]) -> None:
+        with self._lock:
+            for task_id, failed in batch.items():
+                newer = self._pending.get(task_id)
+                if newer is None:
+                    self._pending[task_id] = failed
+                else:
+                    newer.transitions[:0] = failed.transitions
+            for task_id, update in touches.items():
+                newer_touch = self._touches.get(task_id)
+                self._touches[task_id] = (
+                    update if newer_touch is None else _merge(update, newer_touch)
+                )
+
+    def _on_conflict(self, conflict: ConcurrencyConflict) -> None:
+        task_id = conflict.task_id or "?"
+        with self._lock:
+            self._diverged.add(task_id)
+            self._touches.pop(task_id, None)
+            self._failures.append(
+                PersistFailure(
+                    at=self._clock.now(),
+                    operation="save",
+                    task_ids=(task_id,),
+                    error=f"ConcurrencyConflict: {conflict}",
+                )
+            )
+        _log.warning(
+            "another process wrote task %r; its version in the store wins and this process "
+            "stops writing the task: %s",
+            task_id,
+            conflict,
+        )
+
+    def _fail(self, operation: str, task_ids: tuple[str, ...], exc: Exception) -> None:
+        with self._lock:
+            self._failures.append(
+                PersistFailure(
+                    at=self._clock.now(),
+                    operation=operation,
+                    task_ids=task_ids[:20],
+                    error=f"{type(exc).__name__}: {exc}",
+                )
+            )
+        _log.warning("store write failed (%s), will retry: %s", operation, exc)
+
+    # ------------------------------------------------------------------ background
+    def _ensure_thread(self) -> None:
+        if self._thread is not None or self._closed:
+            return
+        with self._lock:
+            if self._thread is None and not self._closed:
+                self._thread = threading.Thread(
+                    target=self._serve, name="chongming-store-writer", daemon=True
+                )
+                self._thread.start()
+
+    def _is_closed(self) -> bool:
+        return self._closed
+
+    def _serve(self) -> None:
+        while not self._is_closed():
+            self._wake.wait()
+            if self._is_closed():
+                break
+            self._wake.clear()
+            if self._flush_interval:
+                # let a burst of transitions accumulate into one transaction
+                threading.Event().wait(self._flush_interval)
+            if not self.flush():
+                threading.Event().wait(self._retry_interval)
+                self._wake.set()
+
+    def close(self, *, flush: bool = True) -> bool:
+        """Stop the background thread, after a last flush unless `flush` is False."""
+        ok = self.flush() if flush else True
+        self._closed = True
+        self._wake.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5)
+        return ok
+
+
+def _merge(older: TouchUpdate, newer: TouchUpdate) -> TouchUpdate:
+    """`newer`'s fields over `older`'s (UNSET keeps the older value)."""
+
+    def pick(a: object, b: object) -> object:
+        return a if b is UNSET else b
+
+    return TouchUpdate(
+        task_id=newer.task_id,
+        progress=pick(older.progress, newer.progress),  # type: ignore[arg-type]
+        heartbeat_at=pick(older.heartbeat_at, newer.heartbeat_at),  # type: ignore[arg-type]
+        lease_owner=pick(older.lease_owner, newer.lease_owner),  # type: ignore[arg-type]
+        lease_until=pick(older.lease_until, newer.lease_until),  # type: ignore[arg-type]
+        pid=pick(older.pid, newer.pid),  # type: ignore[arg-type]
+    )

@@ -1,0 +1,143 @@
+"""reconcile_store: expired leases of resource-holding tasks become lost; nothing else changes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import timedelta
+
+from chongming_core import (
+    FailureKind,
+    FakeClock,
+    InMemoryTaskStore,
+    StateMachine,
+    TaskSnapshot,
+    TaskStatus,
+    Transition,
+)
+from chongming_runtime._reconcile import reconcile_store
+
+S = TaskStatus
+
+
+def _put(
+    store: InMemoryTaskStore,
+    clock: FakeClock,
+    task_id: str,
+    path: list[str],
+    *,
+    lease_seconds: float | None = -1,
+    bucket: int | None = None,
+    owner: str = "worker-1",
+) -> TaskSnapshot:
+    machine = StateMachine.create(task_id, "job", clock=clock, bucket=bucket)
+    for step in path:
+        getattr(machine, step)()
+    snapshot = machine.snapshot
+    if lease_seconds is not None:
+        snapshot = snapshot.evolve(
+            lease_owner=owner, lease_until=clock.now() + timedelta(seconds=lease_seconds)
+        )
+    store.create(snapshot, machine.transitions)
+    return snapshot
+
+
+RUNNING = ["mark_queued", "mark_starting", "mark_running"]
+
+
+def test_expired_running_task_is_lost_with_a_reason_and_a_contiguous_history() -> None:
+    clock = FakeClock()
+    store = InMemoryTaskStore()
+    _put(store, clock, "r", RUNNING)
+    report = reconcile_store(store, actor="worker-2", clock=clock, buckets=None)
+    assert [s.task_id for s in report.lost] == ["r"]
+    stored = store.get("r")
+    assert stored is not None
+    assert stored.status is S.LOST
+    assert stored.failure is not None
+    assert stored.failure.kind is FailureKind.LOST
+    assert stored.failure.retryable
+    assert "worker-1" in stored.failure.message
+    history = store.history("r")
+    assert [t.status_version for t in history] == [1, 2, 3, 4]
+    assert history[-1].from_status is S.RUNNING
+    assert history[-1].actor == "worker-2"
+
+
+def test_live_lease_is_untouched_and_idle_tasks_are_adoptable() -> None:
+    clock = FakeClock()
+    store = InMemoryTaskStore()
+    _put(store, clock, "live", RUNNING, lease_seconds=30)
+    _put(store, clock, "queued", ["mark_queued"])
+    _put(store, clock, "waiting", [*RUNNING, "mark_pausing", "abort_pause"], lease_seconds=10)
+    _put(store, clock, "paused-early", ["mark_queued", "mark_paused"])
+    _put(store, clock, "done", [*RUNNING, "mark_succeeded"])
+    report = reconcile_store(store, actor="w2", clock=clock, buckets=None)
+    assert report.lost == ()
+    assert {s.task_id for s in report.adoptable} == {"queued", "paused-early"}
+    assert store.get("queued").status is S.QUEUED  # type: ignore[union-attr]
+    assert store.get("done").status is S.SUCCEEDED  # type: ignore[union-attr]
+    clock.advance(31)
+    later = reconcile_store(store, actor="w2", clock=clock, buckets=None)
+    assert {s.task_id for s in later.lost} == {"live", "waiting"}
+
+
+def test_in_place_pause_of_a_dead_process_is_lost_through_the_audited_door() -> None:
+    clock = FakeClock()
+    store = InMemoryTaskStore()
+    _put(store, clock, "p", [*RUNNING, "mark_pausing", "mark_paused"])
+    report = reconcile_store(store, actor="w2", clock=clock, buckets=None)
+    assert [s.task_id for s in report.lost] == ["p"]
+    stored = store.get("p")
+    assert stored is not None
+    assert stored.status is S.LOST
+    assert stored.failure is not None
+    assert stored.failure.kind is FailureKind.LOST
+    assert store.history("p")[-1].trigger == "control:force"
+
+
+def test_dry_run_writes_nothing() -> None:
+    clock = FakeClock()
+    store = InMemoryTaskStore()
+    _put(store, clock, "r", RUNNING)
+    report = reconcile_store(store, actor="w2", clock=clock, buckets=None, dry_run=True)
+    assert [s.task_id for s in report.lost] == ["r"]
+    assert report.dry_run
+    assert not report.changed
+    assert store.get("r").status is S.RUNNING  # type: ignore[union-attr]
+
+
+def test_only_own_buckets_and_never_own_tasks() -> None:
+    clock = FakeClock()
+    store = InMemoryTaskStore()
+    _put(store, clock, "mine", RUNNING, bucket=1)
+    _put(store, clock, "theirs", RUNNING, bucket=40)
+    _put(store, clock, "held", RUNNING, bucket=2)
+    report = reconcile_store(
+        store, actor="w2", clock=clock, buckets=range(16), skip_task_ids={"held"}
+    )
+    assert [s.task_id for s in report.lost] == ["mine"]
+    assert store.get("theirs").status is S.RUNNING  # type: ignore[union-attr]
+    assert store.get("held").status is S.RUNNING  # type: ignore[union-attr]
+
+
+def test_a_supervisor_that_writes_first_wins() -> None:
+    clock = FakeClock()
+    store = InMemoryTaskStore()
+    original = _put(store, clock, "r", RUNNING)
+
+    # the supervisor comes back and finishes the task between reconcile's read and its write
+    real_save = store.save
+
+    def racing_save(
+        snapshot: TaskSnapshot, *, expect_version: int, transitions: Sequence[Transition] = ()
+    ) -> None:
+        machine = StateMachine(original, clock=clock)
+        machine.mark_succeeded(outcome=1)
+        real_save(machine.snapshot, expect_version=3, transitions=machine.transitions)
+        real_save(snapshot, expect_version=expect_version, transitions=transitions)
+
+    store.save = racing_save  # type: ignore[method-assign]
+    report = reconcile_store(store, actor="w2", clock=clock, buckets=None)
+    assert [s.task_id for s in report.skipped] == ["r"]
+    assert report.lost == ()
+    assert store.get("r").status is S.SUCCEEDED  # type: ignore[union-attr]

@@ -1,0 +1,91 @@
+"""render_table: the guide's columns, '-' for never-run tasks, CJK aligned by display width."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from chongming_core import Failure, FailureKind, Progress, TaskSnapshot, TaskStatus
+from chongming_runtime._table import display_width, format_elapsed, render_table, truncate
+
+NOW = datetime(2026, 10, 2, 12, 0, tzinfo=UTC)
+
+
+def _snap(task_id: str, label: str, status: TaskStatus, **changes: object) -> TaskSnapshot:
+    return TaskSnapshot(task_id=task_id, name="transform", label=label, status=status).evolve(
+        **changes
+    )
+
+
+def test_guide_rows_align_by_display_width() -> None:
+    started = NOW - timedelta(seconds=0.4)
+    rows = [
+        _snap("t0", "转换-1", TaskStatus.RUNNING, attempt=1, started_at=started),
+        _snap("t1", "转换-2", TaskStatus.RUNNING, attempt=1, started_at=started),
+        _snap("t2", "转换-3", TaskStatus.QUEUED),
+        _snap("t3", "转换-4", TaskStatus.QUEUED),
+    ]
+    lines = render_table(rows, now=NOW).splitlines()
+    assert lines[0].split() == [
+        "TASK_ID", "NAME", "STATUS", "ATTEMPT", "ELAPSED", "PROGRESS", "BUCKET", "FAILURE",
+    ]  # fmt: skip
+    assert lines[2].split() == ["t0", "转换-1", "running", "1/1", "0.4s", "-", "-", "-"]
+    assert lines[4].split() == ["t2", "转换-3", "queued", "0/1", "-", "-", "-", "-"]
+    # every column starts at the same display cell on every line
+    status_cells = {display_width(line[: line.index(word)]) for line, word in zip(
+        lines[2:], ["running", "running", "queued", "queued"], strict=True
+    )}  # fmt: skip
+    header_cell = display_width(lines[0][: lines[0].index("STATUS")])
+    assert status_cells == {header_cell}
+    assert {display_width(line) for line in lines[1:2]} == {display_width(lines[1])}
+
+
+def test_label_wins_over_name_and_failure_kind_and_progress_are_shown() -> None:
+    snap = TaskSnapshot(
+        task_id="x",
+        name="extract",
+        status=TaskStatus.FAILED,
+        attempt=3,
+        max_attempts=3,
+        bucket=42,
+        progress=Progress(120, total=500, unit="rows"),
+        failure=Failure.of(FailureKind.TIMEOUT_IDLE, "silent for 60s"),
+        started_at=NOW - timedelta(minutes=3, seconds=5),
+        finished_at=NOW,
+    )
+    row = render_table([snap], now=NOW).splitlines()[2].split()
+    assert row == [
+        "x",
+        "extract",
+        "failed",
+        "3/3",
+        "3m05s",
+        "120/500",
+        "rows",
+        "42",
+        "timeout_idle",
+    ]
+
+
+def test_display_width_and_truncation() -> None:
+    assert display_width("abc") == 3
+    assert display_width("转换-1") == 6
+    assert display_width("e\u0301") == 1  # combining accent takes no cell
+    assert display_width("发布窗口") == 8
+    cut = truncate("发布窗口发布窗口", 7)
+    assert display_width(cut) <= 7
+    assert cut.endswith("…")
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(None, "-"), (0.42, "0.4s"), (59.9, "59.9s"), (185, "3m05s"), (7620, "2h07m")],
+)
+def test_format_elapsed(seconds: float | None, text: str) -> None:
+    assert format_elapsed(seconds) == text
+
+
+def test_unknown_column_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown columns"):
+        render_table([], columns=["TASK_ID", "OWNER"])

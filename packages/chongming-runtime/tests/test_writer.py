@@ -1,0 +1,199 @@
+"""StoreWriter: batched write-through, durable terminal writes, outages and conflicts."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+
+from chongming_core import (
+    UNSET,
+    ConcurrencyConflict,
+    FakeClock,
+    InMemoryTaskStore,
+    Progress,
+    SnapshotWrite,
+    StateMachine,
+    StoreError,
+    TaskStatus,
+    TouchUpdate,
+)
+from chongming_runtime._writer import MAX_FAILURES, StoreWriter
+
+
+class FlakyStore(InMemoryTaskStore):
+    """An in-memory store that fails while `down` is set and counts batches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+        self.batches = 0
+
+    def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+        if self.down:
+            raise StoreError("store unavailable (simulated outage)")
+        self.batches += 1
+        return super().save_many(writes)
+
+    def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
+        if self.down:
+            raise StoreError("store unavailable (simulated outage)")
+        return super().touch_many(updates)
+
+
+def _trajectory(writer: StoreWriter, machine: StateMachine) -> None:
+    seen = 0
+
+    def emit(durable: bool = False) -> None:
+        nonlocal seen
+        new = machine.transitions[seen:]
+        seen = len(machine.transitions)
+        writer.record(machine.snapshot, new, durable=durable)
+
+    emit()
+    machine.mark_queued()
+    emit()
+    machine.mark_starting(executor="thread")
+    machine.mark_running()
+    emit()
+    machine.mark_succeeded(outcome={"rows": 3})
+    emit(durable=True)
+
+
+def test_terminal_write_is_durable_with_the_whole_history() -> None:
+    store = FlakyStore()
+    writer = StoreWriter(store, clock=FakeClock())
+    machine = StateMachine.create("t1", "extract", clock=FakeClock())
+    _trajectory(writer, machine)
+    stored = store.get("t1")
+    assert stored is not None
+    assert stored.status is TaskStatus.SUCCEEDED
+    assert stored.outcome == {"rows": 3}
+    assert store.history("t1") == list(machine.transitions)
+    assert writer.failures == []
+    writer.close()
+
+
+def test_outage_is_recorded_and_the_store_catches_up_after_it() -> None:
+    store = FlakyStore()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=0)
+    store.down = True
+    machine = StateMachine.create("t1", "extract", clock=FakeClock())
+    _trajectory(writer, machine)  # the durable flush fails but does not raise
+    assert store.get("t1") is None
+    assert writer.healthy is False
+    assert writer.failures
+    assert "simulated outage" in writer.failures[-1].error
+    assert writer.failures[-1].task_ids == ("t1",)
+    store.down = False
+    assert writer.flush() is True
+    stored = store.get("t1")
+    assert stored is not None
+    assert stored.status is TaskStatus.SUCCEEDED
+    versions = [t.status_version for t in store.history("t1")]
+    assert versions == [1, 2, 3, 4]
+    writer.close()
+
+
+def test_failures_are_capped() -> None:
+    store = FlakyStore()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=0)
+    store.down = True
+    for i in range(MAX_FAILURES + 5):
+        machine = StateMachine.create(f"t{i}", "x", clock=FakeClock())
+        writer.record(machine.snapshot, durable=True)
+    assert len(writer.failures) == MAX_FAILURES
+    store.down = False
+    assert writer.flush()
+    assert len(store.query()) == MAX_FAILURES + 5
+    writer.close()
+
+
+def test_a_conflict_leaves_the_other_writers_truth_alone() -> None:
+    store = FlakyStore()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=0)
+    clock = FakeClock()
+    machine = StateMachine.create("t1", "extract", clock=clock)
+    machine.mark_queued()
+    machine.mark_starting()
+    machine.mark_running()
+    writer.record(machine.snapshot, machine.transitions, durable=True)
+    # another process marks it lost (as reconcile would)
+    other = StateMachine(store.get("t1"), clock=clock)  # type: ignore[arg-type]
+    other.mark_lost(actor="reconcile", reason="lease expired")
+    store.save(other.snapshot, expect_version=3, transitions=other.transitions)
+    machine.mark_succeeded(outcome=1)
+    writer.record(machine.snapshot, machine.transitions[-1:], durable=True)
+    stored = store.get("t1")
+    assert stored is not None
+    assert stored.status is TaskStatus.LOST
+    assert writer.diverged("t1")
+    assert "ConcurrencyConflict" in writer.failures[-1].error
+    writer.record(machine.snapshot, durable=True)  # ignored from now on
+    assert store.get("t1") == stored
+    writer.close()
+
+
+def test_touches_merge_and_never_bump_the_version() -> None:
+    store = FlakyStore()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=0)
+    machine = StateMachine.create("t1", "extract", clock=FakeClock())
+    writer.record(machine.snapshot, durable=True)
+    writer.touch(TouchUpdate("t1", progress=Progress(1, total=10)))
+    writer.touch(TouchUpdate("t1", lease_owner="node-a"))
+    writer.touch(TouchUpdate("t1", progress=Progress(2, total=10), pid=UNSET))
+    assert writer.pending_count == 1
+    assert writer.flush()
+    stored = store.get("t1")
+    assert stored is not None
+    assert stored.progress == Progress(2, total=10)
+    assert stored.lease_owner == "node-a"
+    assert stored.status_version == 0
+    writer.close()
+
+
+def test_concurrent_durable_writes_share_transactions() -> None:
+    store = FlakyStore()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=0)
+    clock = FakeClock()
+    machines = [StateMachine.create(f"t{i}", "x", clock=clock) for i in range(64)]
+    barrier = threading.Barrier(len(machines))
+
+    def finish(machine: StateMachine) -> None:
+        machine.mark_queued()
+        machine.mark_stopped(reason="test")
+        barrier.wait(timeout=10)
+        writer.record(machine.snapshot, machine.transitions, durable=True)
+
+    threads = [threading.Thread(target=finish, args=(m,)) for m in machines]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=10)
+    assert all(not t.is_alive() for t in threads)
+    assert store.status_counts() == {TaskStatus.STOPPED: 64}
+    assert store.batches <= 64
+    for machine in machines:
+        assert [t.status_version for t in store.history(machine.task_id)] == [1, 2]
+    writer.close()
+
+
+def test_background_flush_writes_non_terminal_transitions() -> None:
+    store = FlakyStore()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=0)
+    machine = StateMachine.create("t1", "extract", clock=FakeClock())
+    machine.mark_queued()
+    written = threading.Event()
+    original = store.save_many
+
+    def spy(writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+        result = original(writes)
+        written.set()
+        return result
+
+    store.save_many = spy  # type: ignore[method-assign]
+    writer.record(machine.snapshot, machine.transitions)
+    assert written.wait(timeout=10)
+    stored = store.get("t1")
+    assert stored is not None
+    assert stored.status is TaskStatus.QUEUED
+    writer.close()

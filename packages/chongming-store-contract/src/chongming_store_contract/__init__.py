@@ -1,0 +1,59 @@
+"""chongming-store-contract: the executable specification every chongming task store runs.
+
+Example::
+
+    from chongming_store_contract import StoreContract
+
+    class TestMyStore(StoreContract):
+        def make_store(self):
+            return MyStore(...)
+
+The suite ships in a runtime distribution and never imports pytest; pytest
+collects it through the backend's ``Test...`` subclass.
+"""
+
+from __future__ import annotations
+
+from chongming_store_contract._builders import BASE_TIME as BASE_TIME
+from chongming_store_contract._builders import BuiltTask as BuiltTask
+from chongming_store_contract._builders import advance as advance
+from chongming_store_contract._builders import build_command as build_command
+from chongming_store_contract._builders import build_task as build_task
+from chongming_store_contract._builders import build_versions as build_versions
+from chongming_store_contract._builders import next_version as next_version
+from chongming_store_contract._checks import expect as expect
+from chongming_store_contract._checks import expect_equal as expect_equal
+from chongming_store_contract._checks import present as present
+from chongming_store_contract._checks import raises as raises
+from chongming_store_contract._concurrency import run_concurrently as run_concurrently
+from chongming_store_contract._contract import StoreContract as StoreContract
+from chongming_store_contract._contract import (
+    check_contract_complete as check_contract_complete,
+)
+from chongming_store_contract._fidelity import SQL_TEXTS as SQL_TEXTS
+from chongming_store_contract._fidelity import UNICODE_TEXTS as UNICODE_TEXTS
+from chongming_store_contract._fidelity import expect_same_snapshot as expect_same_snapshot
+from chongming_store_contract._fidelity import rich_snapshot as rich_snapshot
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "BASE_TIME",
+    "SQL_TEXTS",
+    "UNICODE_TEXTS",
+    "BuiltTask",
+    "StoreContract",
+    "advance",
+    "build_command",
+    "build_task",
+    "build_versions",
+    "check_contract_complete",
+    "expect",
+    "expect_equal",
+    "expect_same_snapshot",
+    "next_version",
+    "present",
+    "raises",
+    "rich_snapshot",
+    "run_concurrently",
+]
