@@ -34,12 +34,30 @@ GUIDE_PATHS = [
     ("chongming_task", "TaskQuery"),
     ("chongming_task", "TaskStatus"),
     ("chongming_task", "InMemoryTaskStore"),
+    ("chongming_task.run", "run_task"),
+    ("chongming_task.run", "TaskRun"),
+    ("chongming_task.controller", "Controller"),
+    ("chongming_task.controller", "render_table"),
+    ("chongming_task.runtime.executors.thread", "ThreadExecutor"),
+    ("chongming_task.runtime.executors.inline", "InlineExecutor"),
+    ("chongming_task", "ProcessExecutor"),
+    ("chongming_task", "run_task"),
+    ("chongming_task", "Controller"),
+    ("chongming_task", "SqliteTaskStore"),
+    ("chongming_task", "Pipeline"),
+    ("chongming_task", "TaskContext"),
 ]
 
 
 @pytest.mark.parametrize(("module", "name"), GUIDE_PATHS)
 def test_guide_import_path(module: str, name: str) -> None:
     assert hasattr(importlib.import_module(module), name)
+
+
+def test_task_context_is_the_runtime_context() -> None:
+    import chongming_task
+
+    assert chongming_task.TaskContext is chongming_task.RuntimeContext
 
 
 def test_every_public_name_resolves() -> None:

@@ -1,0 +1,260 @@
+"""Records to rows and back: the one place that decides how a value is laid out in SQLite.
+
+Times are kept twice where they are compared: once as the ISO-8601 text the core
+records produce (`format_time`, offset included, so an instant comes back with
+the offset it was written with, to the microsecond), and once as an integer
+count of microseconds since the Unix epoch in UTC, which sorts and compares
+correctly whatever offset the writer used. Integer arithmetic on `timedelta`
+is exact, so no float rounding can move an instant.
+
+Snapshot fields that queries filter on get real columns; the rest of the
+snapshot is a JSON document (`TaskSnapshot.to_dict`). The side-path fields
+(progress, heartbeat, lease, pid) live only in their own columns, because
+`touch` rewrites them without touching the document.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from chongming_core import (
+    Command,
+    ConfigurationError,
+    StoreError,
+    TaskSnapshot,
+    Transition,
+)
+from chongming_core._records import parse_time
+
+__all__ = [
+    "COMMAND_COLUMNS",
+    "SNAPSHOT_COLUMNS",
+    "TRANSITION_COLUMNS",
+    "EncodedWrite",
+    "command_from_row",
+    "command_row",
+    "dumps",
+    "encode_snapshot",
+    "iso",
+    "micros",
+    "snapshot_from_row",
+    "transition_from_row",
+    "transition_rows",
+]
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_ONE_MICROSECOND = timedelta(microseconds=1)
+
+#: The columns `snapshot_from_row` reads, in order.
+SNAPSHOT_COLUMNS = "data, progress, heartbeat_at, lease_owner, lease_until, pid"
+#: The columns `transition_from_row` reads, in order.
+TRANSITION_COLUMNS = "task_id, status_version, from_status, to_status, trigger, actor, reason, at"
+#: The columns `command_from_row` reads, in order.
+COMMAND_COLUMNS = (
+    "command_id, task_id, action, issued_by, issued_at, reason, bucket, "
+    "claimed_by, lease_until, completed_at, result"
+)
+
+
+def micros(value: datetime, what: str) -> int:
+    """Microseconds since the Unix epoch (UTC) of a timezone-aware `value`; exact."""
+    if not isinstance(value, datetime) or value.utcoffset() is None:
+        raise ConfigurationError(
+            f"{what} must be a timezone-aware datetime, got {value!r}; "
+            "use datetime.now(UTC) or attach a tzinfo"
+        )
+    return (value - _EPOCH) // _ONE_MICROSECOND
+
+
+def iso(value: datetime | None, what: str) -> str | None:
+    """ISO-8601 text of a timezone-aware `value` (None stays None)."""
+    if value is None:
+        return None
+    if not isinstance(value, datetime) or value.utcoffset() is None:
+        micros(value, what)  # raises the explanation
+    return value.isoformat()
+
+
+def _optional_micros(value: datetime | None, what: str) -> int | None:
+    return None if value is None else micros(value, what)
+
+
+# ensure_ascii (the default) escapes NUL, control characters and lone surrogates, so
+# a document is plain ASCII text that SQLite stores and returns verbatim. One encoder
+# for every call: json.dumps() with options builds a new encoder each time.
+dumps = json.JSONEncoder(separators=(",", ":")).encode
+
+
+@dataclass(frozen=True, slots=True)
+class EncodedWrite:
+    """One snapshot write, serialised before the transaction starts.
+
+    ``values`` holds every column of the tasks table except ``task_id`` and
+    ``seq``, in the order of `schema.TASK_VALUE_COLUMNS`.
+    """
+
+    task_id: str
+    expect_version: int | None
+    new_version: int
+    tags: frozenset[str]
+    tags_key: str
+    values: tuple[object, ...]
+    transitions: tuple[tuple[object, ...], ...]
+
+
+def _end_key(snapshot: TaskSnapshot) -> int | None:
+    """The age `prune` sorts terminal tasks by (None for a live task)."""
+    if not snapshot.status.is_terminal:
+        return None
+    moment = snapshot.finished_at or snapshot.updated_at or snapshot.created_at
+    return 0 if moment is None else micros(moment, "finished_at")
+
+
+def encode_snapshot(
+    snapshot: TaskSnapshot,
+    expect_version: int | None,
+    transitions: Sequence[Transition],
+) -> EncodedWrite:
+    """Serialise one create or save; raises `StoreError` when a value cannot be stored."""
+    task_id = snapshot.task_id
+    try:
+        document = snapshot.to_dict()  # formats (and checks) every time once
+        progress = document.pop("progress")
+        heartbeat_at = document.pop("last_heartbeat_at")
+        lease_until = document.pop("lease_until")
+        del document["lease_owner"], document["pid"]
+        tags_key = dumps(document["tags"]) if snapshot.tags else "[]"
+        values: tuple[object, ...] = (
+            snapshot.name,
+            snapshot.status.value,
+            snapshot.status_version,
+            snapshot.label,
+            snapshot.bucket,
+            snapshot.pipeline_id,
+            tags_key,
+            _optional_micros(snapshot.finished_at, "finished_at"),
+            _end_key(snapshot),
+            snapshot.lease_owner,
+            lease_until,
+            _optional_micros(snapshot.lease_until, "lease_until"),
+            None if progress is None else dumps(progress),
+            heartbeat_at,
+            snapshot.pid,
+            dumps(document),
+        )
+        rows = transition_rows(transitions)
+    except (TypeError, ValueError, ConfigurationError) as exc:
+        raise StoreError(
+            f"cannot store task {task_id!r}: {exc}; a snapshot must hold JSON values "
+            "(dict, list, str, int, float, bool, None) in outcome and timezone-aware datetimes",
+            task_id=task_id,
+        ) from exc
+    return EncodedWrite(
+        task_id=task_id,
+        expect_version=expect_version,
+        new_version=snapshot.status_version,
+        tags=snapshot.tags,
+        tags_key=tags_key,
+        values=values,
+        transitions=rows,
+    )
+
+
+def snapshot_from_row(row: Sequence[Any]) -> TaskSnapshot:
+    """The inverse of `encode_snapshot` for a row of `SNAPSHOT_COLUMNS`."""
+    data, progress, heartbeat_at, lease_owner, lease_until, pid = row
+    document = json.loads(data)
+    document["progress"] = None if progress is None else json.loads(progress)
+    document["last_heartbeat_at"] = heartbeat_at
+    document["lease_owner"] = lease_owner
+    document["lease_until"] = lease_until
+    document["pid"] = pid
+    return TaskSnapshot.from_dict(document)
+
+
+def transition_rows(transitions: Sequence[Transition]) -> tuple[tuple[object, ...], ...]:
+    """Rows of the transitions table (`TRANSITION_COLUMNS` order)."""
+    return tuple(
+        (
+            t.task_id,
+            t.status_version,
+            t.from_status.value,
+            t.to_status.value,
+            t.trigger,
+            t.actor,
+            t.reason,
+            iso(t.at, "the time of a transition"),
+        )
+        for t in transitions
+    )
+
+
+def transition_from_row(row: Sequence[Any]) -> Transition:
+    """The inverse of `transition_rows` for one row."""
+    task_id, version, from_status, to_status, trigger, actor, reason, at = row
+    return Transition.from_dict(
+        {
+            "task_id": task_id,
+            "status_version": version,
+            "from_status": from_status,
+            "to_status": to_status,
+            "trigger": trigger,
+            "actor": actor,
+            "reason": reason,
+            "at": at,
+        }
+    )
+
+
+def command_row(command: Command) -> tuple[object, ...]:
+    """The row of a new command: `COMMAND_COLUMNS` plus ``lease_until_us`` at the end."""
+    return (
+        command.command_id,
+        command.task_id,
+        command.action,
+        command.issued_by,
+        iso(command.issued_at, "issued_at"),
+        command.reason,
+        command.bucket,
+        command.claimed_by,
+        iso(command.lease_until, "lease_until"),
+        iso(command.completed_at, "completed_at"),
+        command.result,
+        _optional_micros(command.lease_until, "lease_until"),
+    )
+
+
+def command_from_row(row: Sequence[Any]) -> Command:
+    """A `Command` from a row of `COMMAND_COLUMNS`."""
+    (
+        command_id,
+        task_id,
+        action,
+        issued_by,
+        issued_at,
+        reason,
+        bucket,
+        claimed_by,
+        lease_until,
+        completed_at,
+        result,
+    ) = row
+    issued = parse_time(issued_at)
+    assert issued is not None  # NOT NULL column
+    return Command(
+        command_id=command_id,
+        task_id=task_id,
+        action=action,
+        issued_by=issued_by,
+        issued_at=issued,
+        reason=reason,
+        bucket=bucket,
+        claimed_by=claimed_by,
+        lease_until=parse_time(lease_until),
+        completed_at=parse_time(completed_at),
+        result=result,
+    )

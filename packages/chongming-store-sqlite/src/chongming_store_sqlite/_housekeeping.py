@@ -1,0 +1,122 @@
+"""Retention: `prune` (delete old terminal tasks) and `archive` (move old history to a file).
+
+Both work in batches, one short write transaction per batch, so a prune of a
+million rows never holds the write lock for long: other writers wait at most
+one batch, and readers (WAL) never wait at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sqlite3
+from collections.abc import Callable
+
+from chongming_core import StoreError
+from chongming_core._store import write_jsonl
+from chongming_store_sqlite import _schema as sql
+from chongming_store_sqlite._codec import TRANSITION_COLUMNS, transition_from_row
+from chongming_store_sqlite._query import chunks, placeholders
+
+__all__ = ["ARCHIVE_BATCH_TASKS", "PRUNE_BATCH_TASKS", "archive_batches", "prune_batches"]
+
+_Transaction = Callable[[str], contextlib.AbstractContextManager[sqlite3.Connection]]
+
+#: Tasks deleted per transaction by `prune` (a task is ~10 rows with history and tags).
+PRUNE_BATCH_TASKS = 1000
+#: Tasks whose history one `archive` transaction moves.
+ARCHIVE_BATCH_TASKS = 1000
+
+
+def prune_batches(reading: _Transaction, writing: _Transaction, keep: int) -> int:
+    """Delete all but the `keep` most recently finished terminal tasks; returns how many.
+
+    The doomed tasks are chosen once; each batch then deletes those of them that
+    are still terminal with the same end time (a task revived by a retry in the
+    meantime is left alone).
+    """
+    with reading("choosing the tasks to prune") as conn:
+        doomed: list[tuple[str, int]] = conn.execute(
+            "SELECT task_id, terminal_us FROM tasks WHERE terminal_us IS NOT NULL "
+            "ORDER BY terminal_us DESC, seq DESC LIMIT -1 OFFSET ?",
+            (keep,),
+        ).fetchall()
+    deleted = 0
+    for batch in chunks(doomed, PRUNE_BATCH_TASKS):
+        with writing(f"pruning {len(batch)} tasks") as conn:
+            ends = dict(batch)
+            still: list[tuple[str]] = []
+            for chunk in chunks(list(ends)):
+                rows = conn.execute(
+                    "SELECT task_id, terminal_us FROM tasks "
+                    f"WHERE task_id IN ({placeholders(len(chunk))})",
+                    chunk,
+                )
+                still.extend((task_id,) for task_id, end in rows if end == ends[task_id])
+            conn.executemany(sql.DELETE_TASK, still)
+            conn.executemany(sql.DELETE_TAGS, still)
+            conn.executemany(sql.DELETE_TASK_TRANSITIONS, still)
+            conn.executemany(sql.DELETE_TASK_COMMANDS, still)
+            deleted += len(still)
+    return deleted
+
+
+def _prepare_archive(path: str, where: str) -> None:
+    """Create the archive file owner-only when missing (it holds task data)."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        os.close(fd)
+    except OSError as exc:
+        raise StoreError(
+            f"{where}: cannot write the archive file {path} ({exc}); nothing was moved. "
+            "Choose a writable path"
+        ) from exc
+
+
+def archive_batches(writing: _Transaction, before_us: int, path: str, where: str) -> int:
+    """Move all but the last transition of terminal tasks finished before `before_us`
+    to `path` (JSON Lines); returns how many moved.
+
+    Each batch is appended and fsynced while the batch's write transaction holds
+    the lock, and its rows are deleted in that same transaction. A crash between
+    the fsync and the commit leaves a batch in both places; archiving again then
+    appends it a second time (at least once, never lost): readers of the archive
+    deduplicate on ``(task_id, status_version)``.
+    """
+    moved = 0
+    last_seq = 0
+    prepared = False
+    while True:
+        with writing("archiving task history") as conn:
+            tasks = conn.execute(
+                "SELECT seq, task_id FROM tasks "
+                "WHERE terminal_us IS NOT NULL AND finished_us < ? AND seq > ? "
+                # at least two transitions: something besides the last one to move
+                "AND EXISTS (SELECT 1 FROM transitions t WHERE t.task_id = tasks.task_id "
+                "LIMIT 1 OFFSET 1) "
+                "ORDER BY seq LIMIT ?",
+                (before_us, last_seq, ARCHIVE_BATCH_TASKS),
+            ).fetchall()
+            if not tasks:
+                return moved
+            last_seq = tasks[-1][0]
+            rows: list[tuple[object, ...]] = []
+            for _, task_id in tasks:
+                history = conn.execute(
+                    f"SELECT {TRANSITION_COLUMNS} FROM transitions WHERE task_id = ? "
+                    "ORDER BY status_version",
+                    (task_id,),
+                ).fetchall()
+                rows.extend(history[:-1])
+            if not prepared:
+                _prepare_archive(path, where)
+                prepared = True
+            try:
+                write_jsonl(path, [transition_from_row(r) for r in rows])
+            except OSError as exc:
+                raise StoreError(
+                    f"{where}: cannot write the archive file {path} ({exc}); this batch "
+                    f"was not deleted from the store ({moved} transitions were moved before)"
+                ) from exc
+            conn.executemany(sql.DELETE_TRANSITION, [(r[0], r[1]) for r in rows])
+            moved += len(rows)

@@ -1,0 +1,502 @@
+"""`SqliteTaskStore`: the `TaskStore` contract on one SQLite file (or ``:memory:``)."""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import sqlite3
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from datetime import datetime, timedelta
+from typing import Any
+
+from chongming_core import (
+    UNSET,
+    Command,
+    ConcurrencyConflict,
+    ConfigurationError,
+    Progress,
+    SnapshotWrite,
+    StoreError,
+    TaskQuery,
+    TaskSnapshot,
+    TaskStatus,
+    TaskStore,
+    TouchUpdate,
+    Transition,
+)
+from chongming_core._store import validate_keep_terminal
+from chongming_store_sqlite import _schema as sql
+from chongming_store_sqlite._codec import (
+    COMMAND_COLUMNS,
+    SNAPSHOT_COLUMNS,
+    TRANSITION_COLUMNS,
+    command_from_row,
+    command_row,
+    encode_snapshot,
+    iso,
+    micros,
+    snapshot_from_row,
+    transition_from_row,
+    transition_rows,
+)
+from chongming_store_sqlite._errors import DRIVER_ERRORS, translate
+from chongming_store_sqlite._housekeeping import archive_batches, prune_batches
+from chongming_store_sqlite._opening import connect, initialise, prepare_file
+from chongming_store_sqlite._pool import ConnectionPool, PoolClosed
+from chongming_store_sqlite._query import (
+    SEARCH_FUNCTION,
+    chunks,
+    placeholders,
+    search_matches,
+    where_clause,
+)
+from chongming_store_sqlite._writes import apply_writes, touch_row
+
+__all__ = ["SqliteTaskStore"]
+
+MEMORY = ":memory:"
+_MAX_CONNECTIONS = 16
+_SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
+_TOUCH_KEYS = ("progress", "heartbeat_at", "lease_owner", "lease_until", "pid")
+
+
+class SqliteTaskStore(TaskStore):
+    """The embedded default store: one SQLite file shared by the threads and processes
+    of one machine, or ``":memory:"`` for one store object's threads.
+
+    Example::
+
+        store = SqliteTaskStore("tasks.db")
+        controller = Controller(store=store)
+
+    Args:
+        path: the database file (created with mode 0o600 when missing; its directory
+            must exist), or ``":memory:"``.
+        busy_timeout: seconds a write waits for another connection's write lock
+            before it fails with `StoreError`.
+        synchronous: ``"normal"`` (the default: a commit survives a crash of the
+            process, and the database stays consistent after a power loss, which may
+            lose the last commits) or ``"full"`` (every commit is fsynced, so it
+            survives a power loss too; each commit costs a disk flush).
+
+    Raises:
+        StoreError: the path cannot hold a store (a directory, not a database, a
+            database of another application or of a newer chongming, damaged,
+            unreadable); the file is left unchanged.
+        ConfigurationError: an argument is invalid.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 5.0,
+        synchronous: str = "normal",
+    ) -> None:
+        if not isinstance(path, str | os.PathLike):
+            raise ConfigurationError(
+                f"path must be a str or os.PathLike naming the database file, got {path!r}"
+            )
+        raw = os.fspath(path)
+        if not isinstance(raw, str) or not raw:
+            raise ConfigurationError(
+                f"path must be a non-empty text path or ':memory:', got {path!r}"
+            )
+        if (
+            isinstance(busy_timeout, bool)
+            or not isinstance(busy_timeout, int | float)
+            or not busy_timeout > 0
+        ):
+            raise ConfigurationError(
+                f"busy_timeout must be a number of seconds > 0, got {busy_timeout!r}"
+            )
+        if not isinstance(synchronous, str) or synchronous.lower() not in _SYNCHRONOUS:
+            raise ConfigurationError(f"synchronous must be 'normal' or 'full', got {synchronous!r}")
+        self._memory = raw == MEMORY
+        self._path = MEMORY if self._memory else os.path.abspath(raw)
+        self._where = f"SQLite task store {self._path}"
+        self._busy_timeout = float(busy_timeout)
+        self._synchronous = _SYNCHRONOUS[synchronous.lower()]
+        if not self._memory:
+            prepare_file(self._path)
+        first = self._open_connection_translated()
+        try:
+            initialise(first, self._path, busy_timeout=self._busy_timeout, memory=self._memory)
+        except BaseException as exc:
+            with contextlib.suppress(sqlite3.Error):
+                first.close()
+            if isinstance(exc, sqlite3.Error):
+                raise translate(
+                    exc, where=self._where, action="opening", busy_timeout=self._busy_timeout
+                ) from exc
+            raise
+        self._pool = ConnectionPool(
+            self._open_connection,
+            max_size=1 if self._memory else _MAX_CONNECTIONS,
+            keep_after_fork=self._memory,
+        )
+        self._pool.add(first)
+
+    def __enter__(self) -> SqliteTaskStore:
+        return self
+
+    def __repr__(self) -> str:
+        state = " closed" if self._pool.closed else ""
+        return f"SqliteTaskStore({self._path!r}){state}"
+
+    @property
+    def path(self) -> str:
+        """The absolute path of the database file, or ``":memory:"``."""
+        return self._path
+
+    @property
+    def busy_timeout(self) -> float:
+        """Seconds a write waits for another connection's lock."""
+        return self._busy_timeout
+
+    # ------------------------------------------------------------------ connections
+    def _open_connection(self) -> sqlite3.Connection:
+        conn = connect(self._path, busy_timeout=self._busy_timeout, memory=self._memory)
+        try:
+            # The value comes from the fixed _SYNCHRONOUS table, never from the caller.
+            conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            conn.create_function(SEARCH_FUNCTION, 4, search_matches, deterministic=True)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _open_connection_translated(self) -> sqlite3.Connection:
+        try:
+            return self._open_connection()
+        except sqlite3.Error as exc:
+            raise translate(
+                exc, where=self._where, action="opening", busy_timeout=self._busy_timeout
+            ) from exc
+
+    def _closed_error(self) -> StoreError:
+        return StoreError(f"{self._where} is closed; open a new SqliteTaskStore to keep working")
+
+    def _check_open(self) -> None:
+        if self._pool.closed:
+            raise self._closed_error()
+
+    @contextlib.contextmanager
+    def _reading(self, action: str, *, snapshot: bool = False) -> Iterator[sqlite3.Connection]:
+        """A connection for reads; with `snapshot`, one consistent (deferred) transaction."""
+        try:
+            with self._pool.connection() as conn:
+                if not snapshot:
+                    yield conn
+                    return
+                conn.execute("BEGIN")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                finally:
+                    if conn.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            conn.execute("ROLLBACK")
+        except PoolClosed:
+            raise self._closed_error() from None
+        except DRIVER_ERRORS as exc:
+            raise translate(
+                exc, where=self._where, action=action, busy_timeout=self._busy_timeout
+            ) from exc
+
+    @contextlib.contextmanager
+    def _writing(self, action: str) -> Iterator[sqlite3.Connection]:
+        """One short write transaction, taken with BEGIN IMMEDIATE.
+
+        IMMEDIATE takes the write lock up front, waiting up to the busy timeout. A
+        deferred transaction would take it only at its first write and, when another
+        connection committed meanwhile, fail at once with SQLITE_BUSY, without waiting.
+        """
+        try:
+            with self._pool.connection() as conn:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                    conn.execute("COMMIT")
+                finally:
+                    if conn.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            conn.execute("ROLLBACK")
+        except PoolClosed:
+            raise self._closed_error() from None
+        except DRIVER_ERRORS as exc:
+            raise translate(
+                exc, where=self._where, action=action, busy_timeout=self._busy_timeout
+            ) from exc
+
+    # ------------------------------------------------------------------ snapshots
+    def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
+        """See `TaskStore.create`."""
+        item = encode_snapshot(snapshot, None, transitions)
+        with self._writing(f"creating task {snapshot.task_id!r}") as conn:
+            conflicts = apply_writes(conn, [item])
+        if conflicts:
+            raise conflicts[0]
+
+    def save(
+        self,
+        snapshot: TaskSnapshot,
+        *,
+        expect_version: int,
+        transitions: Sequence[Transition] = (),
+    ) -> None:
+        """See `TaskStore.save`."""
+        item = encode_snapshot(snapshot, expect_version, transitions)
+        with self._writing(f"saving task {snapshot.task_id!r}") as conn:
+            conflicts = apply_writes(conn, [item])
+        if conflicts:
+            raise conflicts[0]
+
+    def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+        """See `TaskStore.save_many`: every item in one transaction (a group commit)."""
+        items = [encode_snapshot(w.snapshot, w.expect_version, w.transitions) for w in writes]
+        if not items:
+            self._check_open()
+            return []
+        with self._writing(f"saving {len(items)} tasks") as conn:
+            return apply_writes(conn, items)
+
+    def get(self, task_id: str) -> TaskSnapshot | None:
+        """See `TaskStore.get`."""
+        with self._reading(f"reading task {task_id!r}") as conn:
+            row = conn.execute(
+                f"SELECT {SNAPSHOT_COLUMNS} FROM tasks WHERE task_id = ?", (task_id,)
+            ).fetchone()
+        return None if row is None else snapshot_from_row(row)
+
+    def query(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
+        """See `TaskStore.query`."""
+        q = query or TaskQuery()
+        order = "DESC" if q.newest_first else "ASC"
+        if q.task_ids is None:
+            where, params = where_clause(q)
+            statement = (
+                f"SELECT {SNAPSHOT_COLUMNS} FROM tasks{where} ORDER BY seq {order} LIMIT ? OFFSET ?"
+            )
+            params.extend((-1 if q.limit is None else q.limit, q.offset))
+            with self._reading("querying tasks") as conn:
+                rows = conn.execute(statement, params).fetchall()
+            return [snapshot_from_row(r) for r in rows]
+        found: list[Any] = []
+        with self._reading("querying tasks", snapshot=True) as conn:
+            for chunk in chunks(list(q.task_ids)):
+                where, params = where_clause(q, chunk)
+                statement = f"SELECT seq, {SNAPSHOT_COLUMNS} FROM tasks{where}"
+                found.extend(conn.execute(statement, params).fetchall())
+        found.sort(key=lambda r: r[0], reverse=q.newest_first)
+        end = None if q.limit is None else q.offset + q.limit
+        return [snapshot_from_row(r[1:]) for r in found[q.offset : end]]
+
+    def _grouped(self, query: TaskQuery | None, column: str, action: str) -> dict[Any, int]:
+        """``count(*)`` per value of `column` over the tasks matching `query`."""
+        q = query or TaskQuery()
+        id_chunks: list[Sequence[str] | None] = (
+            [None] if q.task_ids is None else list(chunks(list(q.task_ids)))
+        )
+        counts: dict[Any, int] = {}
+        with self._reading(action, snapshot=len(id_chunks) > 1) as conn:
+            for chunk in id_chunks:
+                where, params = where_clause(q, chunk)
+                not_null = f"{' AND' if where else ' WHERE'} {column} IS NOT NULL"
+                statement = (
+                    f"SELECT {column}, count(*) FROM tasks{where}{not_null} GROUP BY {column}"
+                )
+                for value, count in conn.execute(statement, params):
+                    counts[value] = counts.get(value, 0) + int(count)
+        return counts
+
+    def status_counts(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
+        """See `TaskStore.status_counts`."""
+        counts = self._grouped(query, "status", "counting tasks by status")
+        return {TaskStatus(status): n for status, n in counts.items()}
+
+    def bucket_counts(self, query: TaskQuery | None = None) -> dict[int, int]:
+        """See `TaskStore.bucket_counts`."""
+        counts = self._grouped(query, "bucket", "counting tasks by bucket")
+        return {int(bucket): n for bucket, n in counts.items()}
+
+    # ------------------------------------------------------------------ audit trail
+    def append(self, transitions: Iterable[Transition]) -> None:
+        """See `TaskStore.append`."""
+        records = list(transitions)
+        try:
+            rows = transition_rows(records)
+        except ConfigurationError as exc:
+            raise StoreError(f"{self._where}: cannot append transitions: {exc}") from exc
+        if not rows:
+            self._check_open()
+            return
+        with self._writing(f"appending {len(rows)} transitions") as conn:
+            conn.executemany(sql.INSERT_TRANSITION, rows)
+
+    def history(self, task_id: str) -> list[Transition]:
+        """See `TaskStore.history`."""
+        with self._reading(f"reading the history of task {task_id!r}") as conn:
+            rows = conn.execute(
+                f"SELECT {TRANSITION_COLUMNS} FROM transitions WHERE task_id = ? "
+                "ORDER BY status_version",
+                (task_id,),
+            ).fetchall()
+        return [transition_from_row(r) for r in rows]
+
+    # ------------------------------------------------------------------ side path
+    def touch(
+        self,
+        task_id: str,
+        *,
+        progress: Progress | None = None,
+        heartbeat_at: datetime | None = None,
+        lease_owner: str | None = None,
+        lease_until: datetime | None = None,
+        pid: int | None = None,
+    ) -> bool:
+        """See `TaskStore.touch`."""
+        given = (progress, heartbeat_at, lease_owner, lease_until, pid)
+        fields = {k: v for k, v in zip(_TOUCH_KEYS, given, strict=True) if v is not None}
+        row = touch_row(task_id, fields)
+        with self._writing(f"touching task {task_id!r}") as conn:
+            changed = conn.execute(sql.TOUCH_TASK, row).rowcount
+        return changed > 0
+
+    def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
+        """See `TaskStore.touch_many`: every update in one transaction, in order."""
+        rows = []
+        for u in updates:
+            given = (u.progress, u.heartbeat_at, u.lease_owner, u.lease_until, u.pid)
+            fields = {k: v for k, v in zip(_TOUCH_KEYS, given, strict=True) if v is not UNSET}
+            rows.append(touch_row(u.task_id, fields))
+        if not rows:
+            self._check_open()
+            return 0
+        with self._writing(f"touching {len(rows)} tasks") as conn:
+            return int(conn.executemany(sql.TOUCH_TASK, rows).rowcount)
+
+    # ------------------------------------------------------------------ commands
+    def submit_command(self, command: Command) -> None:
+        """See `TaskStore.submit_command`."""
+        try:
+            row = command_row(command)
+        except ConfigurationError as exc:
+            raise StoreError(
+                f"{self._where}: cannot store command {command.command_id!r}: {exc}",
+                task_id=command.task_id,
+            ) from exc
+        with self._writing(f"submitting command {command.command_id!r}") as conn:
+            conn.execute(sql.INSERT_COMMAND, row)
+
+    def claim_commands(
+        self,
+        owner: str,
+        *,
+        now: datetime,
+        lease_seconds: float,
+        limit: int = 100,
+        task_ids: Collection[str] | None = None,
+        buckets: Collection[int] | None = None,
+    ) -> list[Command]:
+        """See `TaskStore.claim_commands`: select and lease in one BEGIN IMMEDIATE transaction."""
+        now_us = micros(now, "now")
+        if (
+            isinstance(lease_seconds, bool)
+            or not isinstance(lease_seconds, int | float)
+            or not lease_seconds >= 0
+        ):
+            raise ConfigurationError(
+                f"lease_seconds must be a number of seconds >= 0, got {lease_seconds!r}"
+            )
+        if isinstance(limit, bool) or not isinstance(limit, int):
+            raise ConfigurationError(f"limit must be an integer, got {limit!r}")
+        until = now + timedelta(seconds=lease_seconds)
+        until_iso, until_us = iso(until, "lease end"), micros(until, "lease end")
+        if limit <= 0:
+            self._check_open()
+            return []
+        base = (
+            f"SELECT seq, {COMMAND_COLUMNS} FROM commands WHERE completed_at IS NULL "
+            "AND (claimed_by IS NULL OR lease_until_us IS NULL OR lease_until_us <= ?)"
+        )
+        base_params: list[object] = [now_us]
+        if buckets is not None:
+            base += " AND bucket IN (SELECT value FROM json_each(?))"
+            base_params.append(json.dumps(list(buckets)))
+        with self._writing(f"claiming commands for {owner!r}") as conn:
+            if task_ids is None:
+                rows = conn.execute(f"{base} ORDER BY seq LIMIT ?", [*base_params, limit])
+                found = rows.fetchall()
+            else:
+                found = []
+                for chunk in chunks(list(set(task_ids))):
+                    in_chunk = f"task_id IN ({placeholders(len(chunk))})"
+                    statement = f"{base} AND {in_chunk} ORDER BY seq LIMIT ?"
+                    found.extend(conn.execute(statement, [*base_params, *chunk, limit]))
+                found.sort(key=lambda r: r[0])
+                found = found[:limit]
+            conn.executemany(sql.LEASE_COMMAND, [(owner, until_iso, until_us, r[0]) for r in found])
+        return [
+            dataclasses.replace(command_from_row(r[1:]), claimed_by=owner, lease_until=until)
+            for r in found
+        ]
+
+    def complete_command(self, command_id: str, *, owner: str, now: datetime, result: str) -> bool:
+        """See `TaskStore.complete_command`."""
+        done_at = iso(now, "now")
+        with self._writing(f"completing command {command_id!r}") as conn:
+            changed = conn.execute(
+                sql.COMPLETE_COMMAND, (done_at, result, command_id, owner)
+            ).rowcount
+        return changed > 0
+
+    def release_command(self, command_id: str, *, owner: str) -> bool:
+        """See `TaskStore.release_command`."""
+        with self._writing(f"releasing command {command_id!r}") as conn:
+            changed = conn.execute(sql.RELEASE_COMMAND, (command_id, owner)).rowcount
+        return changed > 0
+
+    def commands(
+        self,
+        *,
+        task_id: str | None = None,
+        include_complete: bool = True,
+        limit: int | None = None,
+    ) -> list[Command]:
+        """See `TaskStore.commands`."""
+        if limit is not None and (isinstance(limit, bool) or limit < 0):
+            raise ConfigurationError(f"limit must be an integer >= 0 or None, got {limit!r}")
+        clauses: list[str] = []
+        params: list[object] = []
+        if task_id is not None:
+            clauses.append("task_id = ?")
+            params.append(task_id)
+        if not include_complete:
+            clauses.append("completed_at IS NULL")
+        where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
+        params.append(-1 if limit is None else limit)
+        statement = f"SELECT {COMMAND_COLUMNS} FROM commands{where} ORDER BY seq LIMIT ?"
+        with self._reading("listing commands") as conn:
+            rows = conn.execute(statement, params).fetchall()
+        return [command_from_row(r) for r in rows]
+
+    # ------------------------------------------------------------------ housekeeping
+    def prune(self, keep_terminal: int) -> int:
+        """See `TaskStore.prune`: deletes in batches, one short transaction each."""
+        keep = validate_keep_terminal(keep_terminal)
+        return prune_batches(self._reading, self._writing, keep)
+
+    def archive(self, *, finished_before: datetime, path: str | os.PathLike[str]) -> int:
+        """See `TaskStore.archive`: moves rows in batches; each batch is fsynced before
+        its rows are deleted, inside the batch's write transaction."""
+        before_us = micros(finished_before, "finished_before")
+        self._check_open()
+        return archive_batches(self._writing, before_us, os.fspath(path), self._where)
+
+    def close(self) -> None:
+        """See `TaskStore.close`. Waits (up to the busy timeout) for calls in progress in
+        other threads, then every connection is closed and the file may be deleted."""
+        self._pool.close(wait=self._busy_timeout + 1.0)
