@@ -53,7 +53,8 @@ class Jitter(StrEnum):
         draw = (rng or random).random()
         if self is Jitter.FULL:
             return delay * draw
-        return delay / 2 + (delay / 2) * draw
+        # the sum can round up to `delay` itself for draws close to 1; keep the range half-open
+        return min(delay / 2 + (delay / 2) * draw, math.nextafter(delay, 0.0))
 
 
 @runtime_checkable
@@ -111,7 +112,8 @@ class ExponentialBackoff:
         try:
             raw = self.base * self.factor**exponent
         except OverflowError:
-            return float(self.max_delay)
+            # factor ** exponent left the float range; zero times it is still zero
+            return 0.0 if self.base == 0 else float(self.max_delay)
         return float(min(raw, self.max_delay))
 
     def delay(self, attempt: int, rng: random.Random | None = None) -> float:

@@ -163,6 +163,9 @@ class AttemptRecord:
         )
 
 
+_WAITING_TO_START = frozenset({TaskStatus.PENDING, TaskStatus.BLOCKED, TaskStatus.QUEUED})
+
+
 @dataclass(frozen=True, slots=True)
 class TaskSnapshot:
     """The state of one task at one `status_version`. Immutable; change it with `evolve`.
@@ -213,9 +216,23 @@ class TaskSnapshot:
         return self.label or self.name
 
     def elapsed(self, now: datetime) -> float | None:
-        """Seconds the current (or last) attempt has run; None if it never started."""
+        """Seconds the current (or last) attempt has run; None when no attempt is under way.
+
+        A task waiting to start (pending, blocked, queued, paused before start) has no
+        running attempt, so it has no elapsed time, even after an earlier attempt; a task
+        waiting to retry shows how long its last attempt ran.
+        """
         if self.started_at is None:
             return None
+        if self.status in _WAITING_TO_START or (
+            self.status is TaskStatus.PAUSED and not self.paused_in_place
+        ):
+            return None
+        if self.status is TaskStatus.RETRY_WAIT:
+            last = self.attempts[-1] if self.attempts else None
+            if last is None or last.started_at is None or last.ended_at is None:
+                return None
+            return max(0.0, (last.ended_at - last.started_at).total_seconds())
         end = self.finished_at or now
         return max(0.0, (end - self.started_at).total_seconds())
 

@@ -26,12 +26,16 @@ from chongming_core._status import (
     TRANSITIONS,
     TaskStatus,
 )
+from chongming_core._task_spec import validate_tags
 
 __all__ = ["StateMachine"]
 
 _S = TaskStatus
 _REVIVABLE = frozenset({_S.FAILED, _S.STOPPED, _S.CANCELLED, _S.LOST})
 _DEFAULT_ACTOR = "system"
+#: Exits an in-place paused task may not take directly: its body is still on the stack (R3),
+#: so it must go back to running and unwind first (queued would start a second body).
+_NEEDS_UNWIND = frozenset({_S.STOPPED, _S.CANCELLED, _S.QUEUED})
 
 
 class StateMachine:
@@ -86,13 +90,7 @@ class StateMachine:
                 f"max_attempts must be an integer >= 1 (it counts the first try), "
                 f"got {max_attempts!r}"
             )
-        tag_set = frozenset(tags)
-        for tag in tag_set:
-            if not isinstance(tag, str):
-                raise ConfigurationError(
-                    f"tags must be strings, got {tag!r} ({type(tag).__name__}); "
-                    "pass e.g. tags={'io'}"
-                )
+        tag_set = validate_tags(tags)
         clk: Clock = clock if clock is not None else SYSTEM_CLOCK
         now = clk.now()
         snapshot = TaskSnapshot(
@@ -179,7 +177,7 @@ class StateMachine:
             return "attempt budget spent"
         if target is _S.RETRY_WAIT and snap.attempt >= snap.max_attempts:
             return f"no attempt left ({snap.attempt}/{snap.max_attempts}) to wait for"
-        if current is _S.PAUSED and snap.paused_in_place and target in {_S.STOPPED, _S.CANCELLED}:
+        if current is _S.PAUSED and snap.paused_in_place and target in _NEEDS_UNWIND:
             return (
                 "the task is paused in place and its body is still on the stack; "
                 "move it back to running first so the body can unwind"
@@ -351,7 +349,17 @@ class StateMachine:
         return self._apply(_S.RUNNING, trig.ABORT_PAUSE, actor, reason)
 
     def resume(self, *, actor: str = _DEFAULT_ACTOR, reason: str | None = None) -> Transition:
-        """paused -> running (in-place pause) or paused -> queued (paused before start)."""
+        """paused -> running (in-place pause) or paused -> queued (paused before start);
+        pausing -> running withdraws a pause that was not reached yet."""
+        if not self.can_resume():
+            raise InvalidTransition(
+                task_id=self.task_id,
+                current=self.status,
+                target=None,
+                action=trig.RESUME,
+                allowed={t for t in TRANSITIONS[self.status] if self._refusal(t) is None},
+                detail="resume() applies only to a paused or pausing task",
+            )
         if self.status is _S.PAUSED and not self._snapshot.paused_in_place:
             return self.mark_queued(actor=actor, reason=reason)
         return self.mark_running(actor=actor, reason=reason, trigger=trig.RESUME)
@@ -508,7 +516,7 @@ class StateMachine:
                 f"reset() of task {self.task_id!r} discards its whole attempt history; "
                 "call reset(confirm=True) if that is really intended, or use retry() to keep it"
             )
-        if self.status in ACTIVE_STATUSES:
+        if self.status in ACTIVE_STATUSES or self._snapshot.paused_in_place:
             raise InvalidTransition(
                 task_id=self.task_id,
                 current=self.status,
@@ -534,9 +542,16 @@ class StateMachine:
             paused_in_place=False,
         )
 
-    def force_transition(self, target: TaskStatus, *, actor: str, reason: str) -> Transition:
+    def force_transition(
+        self,
+        target: TaskStatus,
+        *,
+        actor: str,
+        reason: str,
+        failure: Failure | None = None,
+    ) -> Transition:
         """Move to any status, bypassing the table. The only such door, so it is audited:
-        `actor` and `reason` must be non-empty."""
+        `actor` and `reason` must be non-empty. `failure` records why, for failed/lost targets."""
         target = TaskStatus(target)
         if not (isinstance(actor, str) and actor.strip()) or not (
             isinstance(reason, str) and reason.strip()
@@ -554,4 +569,6 @@ class StateMachine:
             changes["finished_at"] = None
         if target is not _S.PAUSED:
             changes["paused_in_place"] = False
+        if failure is not None:
+            changes["failure"] = failure
         return self._apply(target, trig.FORCE, actor, reason, **changes)

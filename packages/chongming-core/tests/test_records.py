@@ -1,0 +1,297 @@
+"""Immutable records (guide §1.2, §3.3, §5.2, §8.13): snapshots, transitions, progress, failures."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from datetime import UTC, datetime, timedelta, timezone
+
+import pytest
+
+from chongming_core import (
+    AttemptRecord,
+    Failure,
+    FailureKind,
+    Progress,
+    TaskSnapshot,
+    TaskStatus,
+    Transition,
+)
+
+T0 = datetime(2026, 10, 2, 8, 30, tzinfo=UTC)
+EAST8 = timezone(timedelta(hours=8))
+
+
+def _full_snapshot() -> TaskSnapshot:
+    """A snapshot in which every field differs from its default."""
+    failure = Failure.of(
+        FailureKind.TIMEOUT_ATTEMPT,
+        "per_attempt timeout of 60s",
+        exception_type="TimeoutError",
+        traceback="Traceback (most recent call last): ...",
+    )
+    return TaskSnapshot(
+        task_id="job-1",
+        name="抽取",
+        status=TaskStatus.RETRY_WAIT,
+        status_version=7,
+        attempt=2,
+        max_attempts=5,
+        label="转换-1",
+        description="reads rows",
+        tags=frozenset({"io", "网络"}),
+        priority=10,
+        bucket=42,
+        bucket_key="tenant-B",
+        pipeline_id="nightly-etl",
+        node_id="shard1",
+        progress=Progress(done=120, total=500, unit="rows", message="分区 3"),
+        last_heartbeat_at=T0 + timedelta(seconds=5),
+        failure=failure,
+        outcome={"rows": [1, 2, 3], "path": "s3://bucket/x.parquet", "ok": True, "n": None},
+        created_at=T0,
+        updated_at=T0 + timedelta(seconds=9),
+        started_at=(T0 + timedelta(seconds=1)).astimezone(EAST8),
+        finished_at=T0 + timedelta(seconds=8, microseconds=123456),
+        retry_at=T0 + timedelta(seconds=30),
+        lease_owner="node-a:123",
+        lease_until=T0 + timedelta(seconds=40),
+        executor="process",
+        pid=4242,
+        paused_in_place=True,
+        attempts=(
+            AttemptRecord(
+                number=1,
+                started_at=T0 + timedelta(seconds=1),
+                ended_at=T0 + timedelta(seconds=2),
+                status=TaskStatus.RETRY_WAIT,
+                failure=failure,
+            ),
+            AttemptRecord(number=2, started_at=T0, ended_at=None, status=TaskStatus.RUNNING),
+        ),
+    )
+
+
+def test_every_field_of_the_full_snapshot_differs_from_its_default() -> None:
+    snap = _full_snapshot()
+    minimal = TaskSnapshot(task_id="x", name="y")
+    for field in dataclasses.fields(TaskSnapshot):
+        assert getattr(snap, field.name) != getattr(minimal, field.name), field.name
+
+
+def test_snapshot_round_trips_through_a_dict_for_every_field() -> None:
+    snap = _full_snapshot()
+    data = snap.to_dict()
+    assert set(data) == {f.name for f in dataclasses.fields(TaskSnapshot)}
+    # it really is JSON: stores write exactly this
+    restored = TaskSnapshot.from_dict(json.loads(json.dumps(data, ensure_ascii=False)))
+    for field in dataclasses.fields(TaskSnapshot):
+        assert getattr(restored, field.name) == getattr(snap, field.name), field.name
+    assert restored == snap
+    assert restored.failure is not None
+    assert restored.failure.traceback == "Traceback (most recent call last): ..."
+    assert restored.started_at is not None
+    assert restored.started_at.utcoffset() == timedelta(hours=8)
+    assert restored.to_dict() == data
+
+
+def test_minimal_snapshot_round_trips() -> None:
+    snap = TaskSnapshot(task_id="t1", name="n")
+    assert TaskSnapshot.from_dict(snap.to_dict()) == snap
+    assert snap.status is TaskStatus.PENDING
+    assert snap.status_version == 0
+    assert (snap.attempt, snap.max_attempts) == (0, 1)
+
+
+def test_snapshot_refuses_naive_times() -> None:
+    snap = TaskSnapshot(task_id="t1", name="n", created_at=datetime(2026, 1, 1))
+    with pytest.raises(ValueError, match="timezone-aware"):
+        snap.to_dict()
+
+
+def test_snapshot_is_immutable() -> None:
+    snap = _full_snapshot()
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snap.status = TaskStatus.RUNNING  # type: ignore[misc]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        snap.progress = None  # type: ignore[misc]
+    changed = snap.evolve(status=TaskStatus.RUNNING, pid=1)
+    assert (changed.status, changed.pid) == (TaskStatus.RUNNING, 1)
+    assert (snap.status, snap.pid) == (TaskStatus.RETRY_WAIT, 4242)
+
+
+def test_elapsed() -> None:
+    never = TaskSnapshot(task_id="t1", name="n", created_at=T0)
+    assert never.elapsed(T0 + timedelta(hours=1)) is None
+    running = never.evolve(started_at=T0, status=TaskStatus.RUNNING)
+    assert running.elapsed(T0 + timedelta(seconds=2.5)) == 2.5
+    finished = running.evolve(finished_at=T0 + timedelta(seconds=4), status=TaskStatus.FAILED)
+    assert finished.elapsed(T0 + timedelta(hours=1)) == 4.0
+    # a clock that reads earlier than started_at never yields a negative duration
+    assert running.elapsed(T0 - timedelta(seconds=1)) == 0.0
+
+
+def test_elapsed_of_tasks_waiting_to_start_or_retry() -> None:
+    after_retry = TaskSnapshot(task_id="t1", name="n", status=TaskStatus.QUEUED, started_at=T0)
+    assert after_retry.elapsed(T0 + timedelta(hours=1)) is None  # no attempt under way
+    paused_early = after_retry.evolve(status=TaskStatus.PAUSED, paused_in_place=False)
+    assert paused_early.elapsed(T0 + timedelta(hours=1)) is None
+    paused_in_place = after_retry.evolve(status=TaskStatus.PAUSED, paused_in_place=True)
+    assert paused_in_place.elapsed(T0 + timedelta(seconds=3)) == 3.0
+    last = AttemptRecord(1, T0, T0 + timedelta(seconds=2), TaskStatus.RETRY_WAIT)
+    waiting = after_retry.evolve(status=TaskStatus.RETRY_WAIT, attempts=(last,))
+    assert waiting.elapsed(T0 + timedelta(hours=1)) == 2.0  # the last attempt's duration
+
+
+def test_display_name_and_is_terminal() -> None:
+    snap = TaskSnapshot(task_id="t1", name="transform")
+    assert snap.display_name == "transform"
+    assert snap.evolve(label="转换-1").display_name == "转换-1"
+    assert not snap.is_terminal
+    assert snap.evolve(status=TaskStatus.LOST).is_terminal
+
+
+def test_transition_round_trips() -> None:
+    record = Transition(
+        task_id="t1",
+        from_status=TaskStatus.RUNNING,
+        to_status=TaskStatus.STOPPING,
+        trigger="control:stop",
+        actor="ops-console",
+        reason="发布窗口",
+        status_version=4,
+        at=T0,
+    )
+    data = record.to_dict()
+    assert data["from_status"] == "running"
+    assert data["to_status"] == "stopping"
+    assert Transition.from_dict(json.loads(json.dumps(data))) == record
+    no_reason = dataclasses.replace(record, reason=None)
+    assert Transition.from_dict(no_reason.to_dict()) == no_reason
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        record.actor = "someone else"  # type: ignore[misc]
+
+
+def test_attempt_record_round_trips() -> None:
+    for record in _full_snapshot().attempts:
+        assert AttemptRecord.from_dict(record.to_dict()) == record
+
+
+# ---------------------------------------------------------------- Progress
+@pytest.mark.parametrize(
+    ("progress", "text"),
+    [
+        (Progress(done=120, total=500, unit="rows"), "120/500 rows"),
+        (Progress(done=7, unit="batch"), "7 batch"),
+        (Progress(done=3), "3"),
+        (Progress(done=2.5, total=10.0), "2.5/10"),
+        (Progress(done=1.0, total=3, unit="分区"), "1/3 分区"),
+    ],
+)
+def test_progress_render(progress: Progress, text: str) -> None:
+    assert progress.render() == text
+
+
+@pytest.mark.parametrize(
+    ("progress", "fraction"),
+    [
+        (Progress(done=120, total=500), 0.24),
+        (Progress(done=0, total=5), 0.0),
+        (Progress(done=9, total=3), 1.0),
+        (Progress(done=-1, total=3), 0.0),
+        (Progress(done=5), None),
+        (Progress(done=5, total=0), None),
+    ],
+)
+def test_progress_fraction(progress: Progress, fraction: float | None) -> None:
+    assert progress.fraction == fraction
+
+
+def test_progress_round_trips() -> None:
+    progress = Progress(done=3, total=4, unit="files", message="第 3 个")
+    assert Progress.from_dict(json.loads(json.dumps(progress.to_dict()))) == progress
+
+
+# ---------------------------------------------------------------- Failure
+def test_failure_kinds_of_the_guide() -> None:
+    assert {k.value for k in FailureKind} == {
+        "exception",
+        "nonzero_exit",
+        "timeout_start",
+        "timeout_attempt",
+        "timeout_idle",
+        "cancelled",
+        "lost",
+        "dependency_failed",
+        "condition_false",
+        "result_invalid",
+    }
+
+
+@pytest.mark.parametrize(
+    ("kind", "retryable"),
+    [
+        (FailureKind.CANCELLED, False),
+        (FailureKind.TIMEOUT_START, True),
+        (FailureKind.TIMEOUT_ATTEMPT, True),
+        (FailureKind.TIMEOUT_IDLE, True),
+        (FailureKind.LOST, True),
+        (FailureKind.EXCEPTION, True),
+        (FailureKind.NONZERO_EXIT, True),
+        (FailureKind.RESULT_INVALID, False),
+        (FailureKind.DEPENDENCY_FAILED, False),
+        (FailureKind.CONDITION_FALSE, False),
+    ],
+)
+def test_failure_of_defaults_retryable_per_kind(kind: FailureKind, retryable: bool) -> None:
+    failure = Failure.of(kind, "what happened")
+    assert failure.retryable is retryable
+    assert kind.default_retryable is retryable
+    assert (failure.kind, failure.message) == (kind, "what happened")
+    assert Failure.of(kind, "x", retryable=not retryable).retryable is (not retryable)
+
+
+def test_timeout_kinds() -> None:
+    assert {k for k in FailureKind if k.is_timeout} == {
+        FailureKind.TIMEOUT_START,
+        FailureKind.TIMEOUT_ATTEMPT,
+        FailureKind.TIMEOUT_IDLE,
+    }
+
+
+class _AppError(RuntimeError):
+    pass
+
+
+def test_failure_from_exception() -> None:
+    try:
+        raise _AppError("连接被重置")
+    except _AppError as exc:
+        failure = Failure.from_exception(exc)
+    assert failure.kind is FailureKind.EXCEPTION
+    assert failure.retryable is True
+    assert failure.message == "_AppError: 连接被重置"
+    assert failure.exception_type == f"{__name__}._AppError"
+    assert failure.traceback is not None
+    assert "连接被重置" in failure.traceback
+    assert "test_failure_from_exception" in failure.traceback
+
+
+def test_failure_from_a_builtin_exception_without_message() -> None:
+    failure = Failure.from_exception(KeyError(), retryable=False)
+    assert (failure.message, failure.exception_type, failure.retryable) == (
+        "KeyError",
+        "KeyError",
+        False,
+    )
+    timeout = Failure.from_exception(TimeoutError("slow"), kind=FailureKind.TIMEOUT_ATTEMPT)
+    assert (timeout.kind, timeout.message) == (FailureKind.TIMEOUT_ATTEMPT, "TimeoutError: slow")
+
+
+def test_failure_round_trips() -> None:
+    failure = Failure.of(
+        FailureKind.NONZERO_EXIT, "exit code 3", exception_type="X", traceback="tb"
+    )
+    restored = Failure.from_dict(json.loads(json.dumps(failure.to_dict())))
+    assert restored == failure
+    assert restored.traceback == "tb"
