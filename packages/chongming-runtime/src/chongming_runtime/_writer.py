@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -67,6 +67,8 @@ class StoreWriter:
         clock: stamps failures.
         flush_interval: how long non-terminal writes may wait to be batched (seconds).
         retry_interval: how long to wait after a failed flush before trying again.
+        decorate: applied to every snapshot just before it is written (the controller
+            stamps its current lease on it).
     """
 
     def __init__(
@@ -76,8 +78,10 @@ class StoreWriter:
         clock: Clock | None = None,
         flush_interval: float = 0.02,
         retry_interval: float = 0.5,
+        decorate: Callable[[TaskSnapshot], TaskSnapshot] | None = None,
     ) -> None:
         self._store = store
+        self._decorate = decorate
         self._clock = clock if clock is not None else SYSTEM_CLOCK
         self._flush_interval = flush_interval
         self._retry_interval = retry_interval
@@ -194,8 +198,14 @@ class StoreWriter:
         touches: dict[str, TouchUpdate],
         expected: dict[str, int | None],
     ) -> bool:
+        decorate = self._decorate
         writes = [
-            SnapshotWrite(p.snapshot, expected[t], tuple(p.transitions)) for t, p in batch.items()
+            SnapshotWrite(
+                decorate(p.snapshot) if decorate is not None else p.snapshot,
+                expected[t],
+                tuple(p.transitions),
+            )
+            for t, p in batch.items()
         ]
         try:
             conflicts = self._store.save_many(writes) if writes else []

@@ -59,6 +59,24 @@ from chongming_core import buckets_for_node as buckets_for_node
 from chongming_core import get_task_spec as get_task_spec
 from chongming_core import parse_bucket_spec as parse_bucket_spec
 from chongming_core import task as task
+from chongming_runtime import Controller as Controller
+from chongming_runtime import ControllerStats as ControllerStats
+from chongming_runtime import InlineExecutor as InlineExecutor
+from chongming_runtime import PersistFailure as PersistFailure
+from chongming_runtime import Pipeline as Pipeline
+from chongming_runtime import PipelineOutcome as PipelineOutcome
+from chongming_runtime import PipelineRun as PipelineRun
+from chongming_runtime import ProcessExecutor as ProcessExecutor
+from chongming_runtime import ReconcileReport as ReconcileReport
+from chongming_runtime import RuntimeContext as RuntimeContext
+from chongming_runtime import TaskContext as TaskContext
+from chongming_runtime import TaskOutcome as TaskOutcome
+from chongming_runtime import TaskRun as TaskRun
+from chongming_runtime import ThreadExecutor as ThreadExecutor
+from chongming_runtime import render_table as render_table
+from chongming_runtime import run_command as run_command
+from chongming_runtime import run_task as run_task
+from chongming_store_sqlite import SqliteTaskStore as SqliteTaskStore
 from chongming_task import _lazy
 
 if TYPE_CHECKING:
@@ -84,6 +102,8 @@ __all__ = [
     "ConcurrencyConflict",
     "ConcurrencyPolicy",
     "ConfigurationError",
+    "Controller",
+    "ControllerStats",
     "DependencyFailed",
     "ExponentialBackoff",
     "Failure",
@@ -91,24 +111,37 @@ __all__ = [
     "FakeClock",
     "FixedBackoff",
     "InMemoryTaskStore",
+    "InlineExecutor",
     "InvalidTransition",
     "Jitter",
     "JoinMode",
+    "PersistFailure",
+    "Pipeline",
+    "PipelineOutcome",
+    "PipelineRun",
     "PostgresTaskStore",
+    "ProcessExecutor",
     "Progress",
+    "ReconcileReport",
     "RetryPolicy",
+    "RuntimeContext",
     "SnapshotWrite",
+    "SqliteTaskStore",
     "StateMachine",
     "StoreError",
     "TaskCancelled",
+    "TaskContext",
     "TaskError",
     "TaskExecutionError",
+    "TaskOutcome",
     "TaskQuery",
+    "TaskRun",
     "TaskSnapshot",
     "TaskSpec",
     "TaskStatus",
     "TaskStore",
     "TaskTimeout",
+    "ThreadExecutor",
     "Timeout",
     "TouchUpdate",
     "Transition",
@@ -116,6 +149,9 @@ __all__ = [
     "get_task_spec",
     "parse_bucket_spec",
     "redact_dsn",
+    "render_table",
+    "run_command",
+    "run_task",
     "task",
 ]
 

@@ -1,0 +1,183 @@
+"""One attempt: what an executor receives, and how it reports back.
+
+An `Attempt` carries the body, its arguments, the attempt's own context and
+control token, and the supervisor's bookkeeping (timers, timeout cause). An
+executor calls `begin()` when the body is about to run (or runs, in a child
+process) and `finish()` with an `AttemptResult` when it ended. Late calls of an
+attempt the supervisor has already closed (an abandoned thread that finally
+returned) are ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import inspect
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+from chongming_core import Failure, FailureKind, TaskCancelled, TimerHandle
+from chongming_runtime._context import RuntimeContext
+from chongming_runtime._control import AttemptControl
+
+if TYPE_CHECKING:
+    from chongming_runtime.executors._base import AttemptHandle
+
+__all__ = ["Attempt", "AttemptResult", "ResultKind", "call_body", "run_in_current_thread"]
+
+
+class ResultKind(enum.Enum):
+    """How an attempt's body ended."""
+
+    RETURNED = "returned"
+    CANCELLED = "cancelled"
+    RAISED = "raised"
+    CRASHED = "crashed"
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptResult:
+    """The end of one attempt as the executor saw it.
+
+    Attributes:
+        kind: returned / cancelled (``TaskCancelled``) / raised / crashed (a child died).
+        value: the return value (RETURNED).
+        exception: the exception raised by the body, when it is available in this process.
+        failure: a failure already described by the executor (a child's exception, a crash).
+    """
+
+    kind: ResultKind
+    value: Any = None
+    exception: BaseException | None = None
+    failure: Failure | None = None
+
+    @classmethod
+    def returned(cls, value: Any) -> AttemptResult:
+        """The body returned `value`."""
+        return cls(ResultKind.RETURNED, value=value)
+
+    @classmethod
+    def cancelled(cls, exc: BaseException | None = None) -> AttemptResult:
+        """The body unwound with `TaskCancelled`."""
+        return cls(ResultKind.CANCELLED, exception=exc)
+
+    @classmethod
+    def raised(cls, exc: BaseException | None, failure: Failure | None = None) -> AttemptResult:
+        """The body raised `exc` (or, across a process boundary, the `failure` describing it)."""
+        return cls(ResultKind.RAISED, exception=exc, failure=failure)
+
+    @classmethod
+    def crashed(cls, message: str) -> AttemptResult:
+        """The carrier died without reporting a result (kind ``nonzero_exit``)."""
+        return cls(ResultKind.CRASHED, failure=Failure.of(FailureKind.NONZERO_EXIT, message))
+
+
+class _Supervisor(Protocol):
+    def _attempt_began(self, attempt: Attempt, pid: int | None, *, in_process: bool) -> bool: ...
+
+    def _attempt_finished(self, attempt: Attempt, result: AttemptResult) -> None: ...
+
+    def _attempt_paused_remotely(self, attempt: Attempt, generation: int) -> None: ...
+
+
+class Attempt:
+    """One execution of a task body, handed to an executor by the supervisor."""
+
+    __slots__ = (
+        "_supervisor",
+        "args",
+        "closed",
+        "context",
+        "control",
+        "fn",
+        "graceful_timer",
+        "handle",
+        "idle_timer",
+        "kwargs",
+        "number",
+        "per_attempt_deadline",
+        "per_attempt_remaining",
+        "per_attempt_timer",
+        "pid",
+        "started",
+        "timeout_kind",
+        "timeout_message",
+    )
+
+    def __init__(
+        self,
+        supervisor: _Supervisor,
+        *,
+        number: int,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        context: RuntimeContext,
+        control: AttemptControl,
+    ) -> None:
+        self._supervisor = supervisor
+        self.number = number
+        self.fn = fn
+        self.args = args
+        self.kwargs = kwargs
+        self.context = context
+        self.control = control
+        self.closed = False
+        self.started = False
+        self.pid: int | None = None
+        self.handle: AttemptHandle | None = None
+        self.per_attempt_timer: TimerHandle | None = None
+        self.per_attempt_deadline: float | None = None
+        self.per_attempt_remaining: float | None = None
+        self.idle_timer: TimerHandle | None = None
+        self.graceful_timer: TimerHandle | None = None
+        self.timeout_kind: FailureKind | None = None
+        self.timeout_message: str | None = None
+
+    @property
+    def task_id(self) -> str:
+        """The task's id."""
+        return self.context.task_id
+
+    def begin(self, pid: int | None, *, in_process: bool = True) -> bool:
+        """The body is about to run (``in_process``) or runs in a child; False: do not run it."""
+        return self._supervisor._attempt_began(self, pid, in_process=in_process)
+
+    def finish(self, result: AttemptResult) -> None:
+        """Report how the body ended."""
+        self._supervisor._attempt_finished(self, result)
+
+    def confirm_pause(self, generation: int) -> None:
+        """A child process reports it is suspended at a checkpoint for pause `generation`."""
+        self._supervisor._attempt_paused_remotely(self, generation)
+
+    def cancel_timers(self) -> None:
+        """Cancel every deadline of this attempt."""
+        for timer in (self.per_attempt_timer, self.idle_timer, self.graceful_timer):
+            if timer is not None:
+                timer.cancel()
+        self.per_attempt_timer = self.idle_timer = self.graceful_timer = None
+
+
+def call_body(
+    fn: Callable[..., Any], ctx: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]
+) -> AttemptResult:
+    """Run a body in this thread; an ``async def`` body runs to completion on a private loop."""
+    try:
+        value = fn(ctx, *args, **kwargs)
+        if inspect.iscoroutine(value):
+            value = asyncio.run(value)
+    except TaskCancelled as exc:
+        return AttemptResult.cancelled(exc)
+    except BaseException as exc:  # the body's failure is data, whatever it is
+        return AttemptResult.raised(exc)
+    return AttemptResult.returned(value)
+
+
+def run_in_current_thread(attempt: Attempt) -> None:
+    """Run `attempt` here: begin, call the body, report the result."""
+    if not attempt.begin(os.getpid(), in_process=True):
+        return
+    attempt.finish(call_body(attempt.fn, attempt.context, attempt.args, attempt.kwargs))

@@ -1,0 +1,418 @@
+"""Executing pipelines (guide §8.12): release nodes as their joins allow, settle the whole.
+
+A node that waits for upstream nodes is a real task in status ``blocked``: it is
+in the store and visible to every console, but it has no run, takes no slot and
+is not queued. When its join releases it, it becomes a normal run of the
+controller (``blocked -> queued``) with the succeeded upstream values as
+``ctx.upstream``. Under ``fail_fast`` the first real failure (``failed`` or
+``lost``; never ``cancelled``) cancels every released node and skips every node
+not yet released (R16).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from chongming_core import (
+    Failure,
+    FailureKind,
+    StateMachine,
+    TaskSnapshot,
+    TaskStatus,
+    TouchUpdate,
+)
+from chongming_runtime._outcome import TaskOutcome
+from chongming_runtime._pipeline import (
+    FAIL_FAST_TRIGGERS,
+    JoinDecision,
+    Pipeline,
+    PipelineNode,
+    join_decision,
+    pipeline_status,
+)
+
+if TYPE_CHECKING:
+    from chongming_runtime._controller import Controller
+    from chongming_runtime._registry import RegisteredTask
+    from chongming_runtime._task_run import TaskRun
+
+__all__ = ["PipelineCoordinator", "PipelineOutcome", "PipelineRun"]
+
+_S = TaskStatus
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineOutcome:
+    """How a pipeline ended: the overall status and every node's outcome, in definition order."""
+
+    pipeline_id: str
+    status: TaskStatus
+    nodes: Mapping[str, TaskOutcome]
+
+    @property
+    def ok(self) -> bool:
+        """True when every node succeeded."""
+        return self.status is _S.SUCCEEDED
+
+
+@dataclass(slots=True)
+class _Node:
+    definition: PipelineNode
+    task_id: str
+    registered: RegisteredTask
+    options: dict[str, Any]
+    machine: StateMachine | None = None  # before release
+    run: TaskRun | None = None  # after release
+    final: TaskSnapshot | None = None
+    downstream: list[str] = field(default_factory=list)
+
+    def snapshot(self) -> TaskSnapshot:
+        if self.final is not None:
+            return self.final
+        if self.run is not None:
+            return self.run.snapshot
+        assert self.machine is not None
+        return self.machine.snapshot
+
+    @property
+    def status(self) -> TaskStatus:
+        if self.final is not None:
+            return self.final.status
+        if self.run is not None:
+            return self.run.status
+        assert self.machine is not None
+        return self.machine.status
+
+
+class PipelineRun:
+    """A submitted pipeline: wait for it, stop it, look at its nodes."""
+
+    def __init__(self, pipeline: Pipeline, pipeline_id: str) -> None:
+        self.pipeline = pipeline
+        self.pipeline_id = pipeline_id
+        self.name = pipeline.name
+        self._lock = threading.RLock()
+        self._nodes: dict[str, _Node] = {}
+        self._failing: str | None = None
+        self._done = threading.Event()
+        self._coordinator: PipelineCoordinator | None = None
+
+    def __repr__(self) -> str:
+        return f"<PipelineRun {self.pipeline_id!r} {self.status.value}>"
+
+    @property
+    def task_ids(self) -> dict[str, str]:
+        """node id -> task id."""
+        return {n: node.task_id for n, node in self._nodes.items()}
+
+    @property
+    def done(self) -> bool:
+        """True once every node is terminal."""
+        return self._done.is_set()
+
+    @property
+    def status(self) -> TaskStatus:
+        """``running`` until every node is terminal, then the overall status (R16)."""
+        with self._lock:
+            statuses = [node.status for node in self._nodes.values()]
+        if not all(s.is_terminal for s in statuses):
+            return _S.RUNNING
+        return pipeline_status(statuses)
+
+    def snapshots(self) -> dict[str, TaskSnapshot]:
+        """node id -> the node's current snapshot."""
+        with self._lock:
+            return {n: node.snapshot() for n, node in self._nodes.items()}
+
+    def outcome(self) -> PipelineOutcome:
+        """The outcome now (meaningful once `done`)."""
+        with self._lock:
+            nodes = {
+                n: TaskOutcome.from_snapshot(node.snapshot()) for n, node in self._nodes.items()
+            }
+        return PipelineOutcome(self.pipeline_id, self.status, nodes)
+
+    def stop(self, reason: str | None = None) -> int:
+        """Stop every unfinished node (released or not); returns how many stops were sent."""
+        with self._lock:
+            nodes = list(self._nodes.values())
+        sent = 0
+        for node in nodes:
+            if node.run is not None:
+                sent += int(node.run.stop(reason))
+            elif self._coordinator is not None:
+                sent += int(self._coordinator.stop_unreleased(node.task_id, reason))
+        return sent
+
+    def wait(self, timeout: float | None = None) -> PipelineOutcome:
+        """Block until every node is terminal.
+
+        Raises:
+            TimeoutError: still running after `timeout`; nothing is changed.
+        """
+        if not self._done.wait(timeout):
+            raise TimeoutError(
+                f"pipeline {self.pipeline_id!r} is still running after {timeout:g}s; "
+                "wait() changed nothing"
+            )
+        return self.outcome()
+
+
+class PipelineCoordinator:
+    """The controller's pipeline engine (one per controller)."""
+
+    def __init__(self, controller: Controller) -> None:
+        self._controller = controller
+        self._lock = threading.RLock()
+        self._pipelines: dict[str, PipelineRun] = {}
+        self._by_task: dict[str, tuple[PipelineRun, str]] = {}
+
+    # ------------------------------------------------------------------ lookup
+    def holds(self, task_id: str) -> bool:
+        """True for a node of a live pipeline that has not been released yet."""
+        with self._lock:
+            entry = self._by_task.get(task_id)
+        if entry is None:
+            return False
+        prun, node_id = entry
+        with prun._lock:
+            node = prun._nodes[node_id]
+            return node.run is None and not node.status.is_terminal
+
+    def held_ids(self) -> set[str]:
+        """Ids of unreleased, unfinished nodes (this process manages them)."""
+        with self._lock:
+            ids = list(self._by_task)
+        return {t for t in ids if self.holds(t)}
+
+    def snapshot(self, task_id: str) -> TaskSnapshot | None:
+        """The snapshot of an unreleased node held here."""
+        with self._lock:
+            entry = self._by_task.get(task_id)
+        if entry is None:
+            return None
+        prun, node_id = entry
+        with prun._lock:
+            node = prun._nodes[node_id]
+            if node.run is not None:
+                return None
+            return node.snapshot()
+
+    # ------------------------------------------------------------------ submit
+    def submit(self, pipeline: Pipeline) -> PipelineRun:
+        c = self._controller
+        order = pipeline.validate()
+        for node in pipeline.nodes:
+            c.registered(node.task_name)  # only registered names, checked before anything runs
+        pipeline_id = f"{pipeline.name}-{uuid.uuid4().hex[:8]}"
+        prun = PipelineRun(pipeline, pipeline_id)
+        prun._coordinator = self
+        nodes: dict[str, _Node] = {}
+        for definition in pipeline.nodes:
+            registered = c.registered(definition.task_name)
+            opts = dict(definition.options)
+            options = c._options(
+                registered,
+                label=opts.get("label"),
+                tags=opts.get("tags"),
+                priority=opts.get("priority"),
+                bucket_key=opts.get("bucket_key"),
+                retry=None,
+                timeout=None,
+                executor=None,
+            )
+            task_id = f"{pipeline_id}:{definition.node_id}"
+            machine = StateMachine.create(
+                task_id,
+                definition.task_name,
+                max_attempts=options["retry"].max_attempts,
+                label=opts.get("label") or definition.node_id,
+                description=registered.description,
+                tags=options["tags"],
+                priority=options["priority"],
+                bucket=options["bucket"],
+                bucket_key=opts.get("bucket_key"),
+                pipeline_id=pipeline_id,
+                node_id=definition.node_id,
+                clock=c.clock,
+            )
+            if definition.depends_on:
+                machine.mark_blocked(
+                    actor=c.owner, reason="waiting for " + ", ".join(definition.depends_on)
+                )
+            nodes[definition.node_id] = _Node(definition, task_id, registered, options, machine)
+        for node_id, downstream in pipeline.downstream().items():
+            nodes[node_id].downstream = downstream
+        with prun._lock:
+            prun._nodes = {n.definition.node_id: n for n in nodes.values()}
+        with self._lock:
+            self._pipelines[pipeline_id] = prun
+            for item in nodes.values():
+                self._by_task[item.task_id] = (prun, item.definition.node_id)
+        for item in nodes.values():
+            assert item.machine is not None
+            c._writer.record(item.machine.snapshot, item.machine.transitions)
+        for node_id in order:
+            if not nodes[node_id].definition.depends_on:
+                self._release(prun, node_id)
+        return prun
+
+    # ------------------------------------------------------------------ progress
+    def _release(self, prun: PipelineRun, node_id: str) -> None:
+        c = self._controller
+        with prun._lock:
+            node = prun._nodes[node_id]
+            if node.run is not None or node.machine is None or node.machine.status.is_terminal:
+                return
+            upstream = {}
+            for dep in node.definition.depends_on:
+                snap = prun._nodes[dep].snapshot()
+                if snap.status is _S.SUCCEEDED:
+                    upstream[dep] = snap.outcome
+            machine = node.machine
+            run = c._make_run(
+                node.registered,
+                machine,
+                node.definition.args,
+                node.definition.kwargs,
+                node.options,
+                upstream=upstream,
+            )
+            node.run = run
+            node.machine = None
+        run.start()
+
+    def _skip(self, prun: PipelineRun, node_id: str, failure: Failure) -> None:
+        c = self._controller
+        with prun._lock:
+            node = prun._nodes[node_id]
+            machine = node.machine
+            if node.run is not None or machine is None or machine.status.is_terminal:
+                return
+            transition = machine.mark_skipped(
+                failure=failure, actor=c.owner, reason=failure.message
+            )
+            snapshot = machine.snapshot
+        c._writer.record(snapshot, (transition,), durable=True)
+        self.node_settled(snapshot)
+
+    def stop_unreleased(self, task_id: str, reason: str | None) -> bool:
+        """Stop a node that was never released (``blocked``/``pending`` -> ``stopped``)."""
+        c = self._controller
+        with self._lock:
+            entry = self._by_task.get(task_id)
+        if entry is None:
+            return False
+        prun, node_id = entry
+        with prun._lock:
+            node = prun._nodes[node_id]
+            machine = node.machine
+            if node.run is not None or machine is None or machine.status.is_terminal:
+                return False
+            transition = machine.mark_stopped(actor=c.owner, reason=reason)
+            snapshot = machine.snapshot
+        c._writer.record(snapshot, (transition,), durable=True)
+        self.node_settled(snapshot)
+        return True
+
+    def node_settled(self, snapshot: TaskSnapshot) -> None:
+        """A node reached a terminal status: cancel, skip or release what follows."""
+        with self._lock:
+            entry = self._by_task.get(snapshot.task_id)
+        if entry is None:
+            return
+        prun, node_id = entry
+        to_cancel: list[TaskRun] = []
+        to_skip: list[tuple[str, Failure]] = []
+        to_release: list[str] = []
+        with prun._lock:
+            nodes = prun._nodes
+            node = nodes[node_id]
+            node.final = snapshot
+            aggregation = prun.pipeline.aggregation
+            if (
+                aggregation.is_fail_fast
+                and snapshot.status in FAIL_FAST_TRIGGERS
+                and prun._failing is None
+            ):
+                prun._failing = node_id
+                why = f"fail_fast: node {node_id!r} ended {snapshot.status.value}"
+                for other in nodes.values():
+                    if other.status.is_terminal:
+                        continue
+                    if other.run is not None:
+                        to_cancel.append(other.run)
+                    else:
+                        to_skip.append(
+                            (
+                                other.definition.node_id,
+                                Failure.of(
+                                    FailureKind.DEPENDENCY_FAILED,
+                                    f"{why}; this node was never released",
+                                    retryable=False,
+                                ),
+                            )
+                        )
+            elif prun._failing is None:
+                for down_id in node.downstream:
+                    down = nodes[down_id]
+                    if down.run is not None or down.status.is_terminal:
+                        continue
+                    statuses = [nodes[d].status for d in down.definition.depends_on]
+                    decision = join_decision(down.definition.join, statuses)
+                    if decision is JoinDecision.RELEASE:
+                        to_release.append(down_id)
+                    elif decision is JoinDecision.SKIP:
+                        bad = [
+                            f"{d} {nodes[d].status.value}"
+                            for d in down.definition.depends_on
+                            if nodes[d].status.is_terminal and nodes[d].status is not _S.SUCCEEDED
+                        ]
+                        to_skip.append(
+                            (
+                                down_id,
+                                Failure.of(
+                                    FailureKind.DEPENDENCY_FAILED,
+                                    f"upstream did not succeed ({', '.join(bad)}); join "
+                                    f"{down.definition.join.value} does not release this node",
+                                    retryable=False,
+                                ),
+                            )
+                        )
+        for run in to_cancel:
+            run.cancel(f"fail_fast: node {node_id!r} ended {snapshot.status.value}")
+        for skip_id, failure in to_skip:
+            self._skip(prun, skip_id, failure)
+        for release_id in to_release:
+            self._release(prun, release_id)
+        with prun._lock:
+            if all(n.status.is_terminal for n in prun._nodes.values()):
+                prun._done.set()
+
+    # ------------------------------------------------------------------ controller-wide
+    def stop_all(self, reason: str | None) -> int:
+        """Stop every unreleased node; returns how many were stopped."""
+        with self._lock:
+            ids = list(self._by_task)
+        return sum(1 for task_id in ids if self.stop_unreleased(task_id, reason))
+
+    def renew(self, renew: bool) -> None:
+        """Renew the leases of unreleased nodes (they are this process's tasks too)."""
+        if not renew:
+            return
+        c = self._controller
+        for task_id in self.held_ids():
+            c._writer.touch(TouchUpdate(task_id, lease_owner=c.owner, lease_until=c._lease_until))
+
+    def wait_all(self, deadline: float | None) -> None:
+        """Wait for every pipeline of this controller."""
+        with self._lock:
+            pipelines = list(self._pipelines.values())
+        for prun in pipelines:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            prun.wait(left)

@@ -1,0 +1,155 @@
+"""The whitelist of task definitions a controller may run (guide §8.1, §8.5, §8.13).
+
+Only registered names can ever be started — by `submit`, by a pipeline node,
+or by anything found in a store. A name is never resolved to code any other
+way: no imports by name, no evaluation. Registering a name twice is an error,
+never a silent override.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from chongming_core import (
+    ConfigurationError,
+    RetryPolicy,
+    TaskSpec,
+    Timeout,
+    get_task_spec,
+    validate_tags,
+)
+
+__all__ = ["RegisteredTask", "TaskRegistry"]
+
+
+@dataclass(frozen=True, slots=True)
+class RegisteredTask:
+    """A task definition as the controller knows it."""
+
+    name: str
+    fn: Callable[..., Any]
+    description: str | None
+    tags: frozenset[str]
+    retry: RetryPolicy | None
+    timeout: Timeout | None
+
+
+class TaskRegistry:
+    """Name -> definition. Not thread-safe for writes: register before submitting."""
+
+    def __init__(self) -> None:
+        self._tasks: dict[str, RegisteredTask] = {}
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._tasks
+
+    def __iter__(self) -> Iterator[RegisteredTask]:
+        return iter(self._tasks.values())
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def names(self) -> list[str]:
+        """Registered names, sorted."""
+        return sorted(self._tasks)
+
+    def register(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *,
+        tags: Iterable[str] | None = None,
+        description: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: Timeout | None = None,
+    ) -> RegisteredTask:
+        """Register `fn` under `name`. A ``@task`` spec supplies the defaults (R10)."""
+        if not isinstance(name, str) or not name.strip():
+            raise ConfigurationError(f"a task name must be a non-empty string, got {name!r}")
+        if not callable(fn):
+            raise ConfigurationError(
+                f"register({name!r}, ...) needs a callable task body, got {fn!r}"
+            )
+        if name in self._tasks:
+            raise ConfigurationError(
+                f"task name {name!r} is already registered (to "
+                f"{_describe(self._tasks[name].fn)}); names are unique — silently replacing it "
+                "would keep running the old code, so pick another name"
+            )
+        spec: TaskSpec | None = get_task_spec(fn)
+        tag_set = validate_tags(tags) if tags is not None else (spec.tags if spec else frozenset())
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise ConfigurationError(f"retry must be a RetryPolicy, got {retry!r}")
+        if timeout is not None and not isinstance(timeout, Timeout):
+            raise ConfigurationError(f"timeout must be a Timeout, got {timeout!r}")
+        registered = RegisteredTask(
+            name=name,
+            fn=fn,
+            description=description
+            if description is not None
+            else (spec.description if spec else _first_doc_line(fn)),
+            tags=tag_set,
+            retry=retry if retry is not None else (spec.retry if spec else None),
+            timeout=timeout if timeout is not None else (spec.timeout if spec else None),
+        )
+        self._tasks[name] = registered
+        return registered
+
+    def register_task(self, fn: Callable[..., Any]) -> RegisteredTask:
+        """Register a ``@task``-decorated function under its spec's name."""
+        spec = get_task_spec(fn)
+        if spec is None:
+            raise ConfigurationError(
+                f"{_describe(fn)} is not decorated with @task; decorate it, or register it "
+                "explicitly with register(name, fn)"
+            )
+        return self.register(spec.name, fn)
+
+    def register_module(self, module: ModuleType) -> list[RegisteredTask]:
+        """Register every ``@task`` function defined or imported at the top of `module`."""
+        if not isinstance(module, ModuleType):
+            raise ConfigurationError(
+                f"register_module() takes an imported module object, got {module!r}"
+            )
+        found = []
+        seen: set[int] = set()
+        for _, value in inspect.getmembers(module):
+            if get_task_spec(value) is not None and id(value) not in seen:
+                seen.add(id(value))
+                found.append(value)
+        if not found:
+            raise ConfigurationError(
+                f"module {module.__name__!r} has no @task functions; decorate its task "
+                "functions with @task, or register them one by one"
+            )
+        return [self.register_task(fn) for fn in found]
+
+    def get(self, name: str) -> RegisteredTask:
+        """The definition of `name`.
+
+        Raises:
+            ConfigurationError: `name` is not registered (nothing else can ever run).
+        """
+        registered = self._tasks.get(name) if isinstance(name, str) else None
+        if registered is None:
+            known = ", ".join(repr(n) for n in sorted(self._tasks)) or "none"
+            raise ConfigurationError(
+                f"unknown task name {name!r}: only registered names can run "
+                f"(registered: {known}); register it first with register(name, fn)"
+            )
+        return registered
+
+
+def _first_doc_line(fn: Callable[..., Any]) -> str | None:
+    doc = inspect.getdoc(fn)
+    return doc.strip().splitlines()[0].strip() or None if doc and doc.strip() else None
+
+
+def _describe(fn: Callable[..., Any]) -> str:
+    module = getattr(fn, "__module__", None) or "?"
+    qualname = getattr(fn, "__qualname__", None) or repr(fn)
+    return f"{module}.{qualname}"

@@ -1,0 +1,379 @@
+"""`TaskRun`: the supervised execution of one task (guide §3.2, §4, §5, §6).
+
+Every state-machine call of a run happens under the run's one lock, so
+`StateMachine` stays the only writer of the status even though operators,
+timers and the task's own thread all act on it. No thread ever sleeps on behalf
+of a waiting task: every deadline (start/attempt/idle timeouts, backoff,
+graceful-stop and pause windows) is a timer on the injected `Clock`.
+
+Lifecycle decisions live in `_Supervision` (``_supervision.py``); this module holds
+the public surface and the attempt bookkeeping.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from chongming_core import (
+    SYSTEM_CLOCK,
+    Clock,
+    ConfigurationError,
+    Progress,
+    RetryPolicy,
+    StateMachine,
+    SystemClock,
+    TaskSnapshot,
+    TaskStatus,
+    Timeout,
+    Transition,
+    get_task_spec,
+    validate_tags,
+)
+from chongming_runtime._attempt import Attempt
+from chongming_runtime._context import LOG_LINES_KEPT, RuntimeContext
+from chongming_runtime._control import AttemptControl
+from chongming_runtime._listeners import RunEvent, RunListener
+from chongming_runtime._outcome import TaskOutcome
+from chongming_runtime._supervision import Supervision
+from chongming_runtime.executors._base import Executor
+from chongming_runtime.executors.thread import ThreadExecutor
+
+__all__ = ["TaskRun"]
+
+_S = TaskStatus
+_log = logging.getLogger("chongming_task.runtime")
+
+
+def _seconds(name: str, value: Any, *, allow_zero: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
+        raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        bound = ">= 0" if allow_zero else "> 0"
+        raise ConfigurationError(f"{name} must be {bound} seconds, got {value!r}")
+    return float(value)
+
+
+class TaskRun(Supervision):
+    """Run one task under supervision: start, wait, stop, pause, resume; thread-safe.
+
+    Example::
+
+        run = TaskRun(extract, ("s3://bucket/x",), task_id="job-1", name="extract")
+        run.start()            # returns at once (ThreadExecutor)
+        run.pause()            # True once the body is suspended at a checkpoint
+        run.resume()
+        run.stop(reason="release window")
+        outcome = run.wait(timeout=60)
+
+    Per-call `retry`, `timeout`, `tags` and `name` override the ``@task`` spec of `fn`
+    (R12). A `Controller` may hand in a pre-created `machine` (or a `snapshot` plus
+    its `transitions`), an `actor`, `listeners`, and an `admission` callback that
+    gates every attempt: it is called when the run is ready to start one, and the
+    controller then calls `dispatch()`.
+
+    Args:
+        fn: the body; called as ``fn(ctx, *args, **kwargs)``.
+        args: positional arguments (a tuple; ``ctx`` is injected, do not pass it).
+        kwargs: keyword arguments.
+        graceful_stop: seconds a body gets to unwind after a stop request or a timeout.
+        pause_timeout: the default window of ``pause()`` to reach a checkpoint.
+        clock: the clock for every deadline (`FakeClock` in tests).
+        artifact_dir: root of the per-attempt folders ``<root>/<task_id>/attempt-<n>``.
+        upstream: return values of upstream nodes (pipelines), read by ``ctx.input()``.
+    """
+
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...] | list[Any] = (),
+        kwargs: Mapping[str, Any] | None = None,
+        *,
+        task_id: str | None = None,
+        name: str | None = None,
+        label: str | None = None,
+        description: str | None = None,
+        tags: Iterable[str] | None = None,
+        executor: Executor | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: Timeout | None = None,
+        graceful_stop: float = 5.0,
+        pause_timeout: float = 5.0,
+        clock: Clock | None = None,
+        artifact_dir: str | Path | None = None,
+        upstream: Mapping[str, Any] | None = None,
+        priority: int = 0,
+        bucket: int | None = None,
+        bucket_key: str | None = None,
+        pipeline_id: str | None = None,
+        node_id: str | None = None,
+        actor: str | None = None,
+        machine: StateMachine | None = None,
+        snapshot: TaskSnapshot | None = None,
+        transitions: Iterable[Transition] = (),
+        listeners: Iterable[RunListener] = (),
+        admission: Callable[[TaskRun], None] | None = None,
+    ) -> None:
+        if not callable(fn):
+            raise ConfigurationError(f"TaskRun needs a callable task body, got {fn!r}")
+        if not isinstance(args, tuple | list):
+            raise ConfigurationError(
+                f"args must be a tuple of positional arguments, got {args!r}; "
+                "write args=('value',) (note the trailing comma)"
+            )
+        if kwargs is not None and not isinstance(kwargs, Mapping):
+            raise ConfigurationError(f"kwargs must be a mapping, got {kwargs!r}")
+        spec = get_task_spec(fn)
+        if retry is None and spec is not None:
+            retry = spec.retry
+        if timeout is None and spec is not None:
+            timeout = spec.timeout
+        if retry is not None and not isinstance(retry, RetryPolicy):
+            raise ConfigurationError(f"retry must be a RetryPolicy, got {retry!r}")
+        if timeout is not None and not isinstance(timeout, Timeout):
+            raise ConfigurationError(f"timeout must be a Timeout, got {timeout!r}")
+        if executor is None:
+            executor = ThreadExecutor()
+        if not (callable(getattr(executor, "launch", None)) and hasattr(executor, "inline")):
+            raise ConfigurationError(
+                f"executor must be an executor such as ThreadExecutor(), InlineExecutor() or "
+                f"ProcessExecutor(), got {executor!r}"
+            )
+        self._fn = fn
+        self._args = tuple(args)
+        self._kwargs: Mapping[str, Any] = dict(kwargs or {})
+        executor.validate(fn, self._args, self._kwargs)
+        self._executor = executor
+        self._policy = retry if retry is not None else RetryPolicy(max_attempts=1)
+        self._timeout = timeout if timeout is not None else Timeout()
+        self._graceful = _seconds("graceful_stop", graceful_stop)
+        self._pause_window = _seconds("pause_timeout", pause_timeout, allow_zero=False)
+        self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
+        self._monotonic: Callable[[], float] = (
+            time.monotonic if type(self._clock) is SystemClock else self._clock.monotonic
+        )
+        self._artifact_root = None if artifact_dir is None else Path(artifact_dir)
+        self._upstream: Mapping[str, Any] = dict(upstream or {})
+        self._actor = actor or "system"
+
+        if machine is None and snapshot is not None:
+            machine = StateMachine(snapshot, transitions, clock=self._clock)
+        if machine is None:
+            tag_set = validate_tags(tags) if tags is not None else None
+            if tag_set is None:
+                tag_set = spec.tags if spec is not None else frozenset()
+            machine = StateMachine.create(
+                task_id if task_id is not None else f"task-{uuid.uuid4().hex[:12]}",
+                name or (spec.name if spec is not None else _callable_name(fn)),
+                max_attempts=self._policy.max_attempts,
+                label=label,
+                description=description or (spec.description if spec is not None else None),
+                tags=tag_set,
+                priority=priority,
+                bucket=bucket,
+                bucket_key=bucket_key,
+                pipeline_id=pipeline_id,
+                node_id=node_id,
+                clock=self._clock,
+            )
+        self._machine = machine
+        self._task_id = machine.task_id
+
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._listeners: list[RunListener] = list(listeners)
+        self._admission = admission
+        self._outbox: list[RunEvent] = []
+        self._delivering = False
+        self._finished = threading.Event()
+        self._wakeup = threading.Event()
+        self._logs: deque[str] = deque(maxlen=LOG_LINES_KEPT)
+        self._init_supervision()
+        if machine.status.is_terminal:
+            self._finished.set()
+
+    # ================================================================ public surface
+    @property
+    def task_id(self) -> str:
+        """The task's id."""
+        return self._task_id
+
+    @property
+    def name(self) -> str:
+        """The task's registered name."""
+        return self._machine.snapshot.name
+
+    @property
+    def executor(self) -> Executor:
+        """The executor that carries the attempts."""
+        return self._executor
+
+    @property
+    def clock(self) -> Clock:
+        """The clock of every deadline of this run."""
+        return self._clock
+
+    @property
+    def status(self) -> TaskStatus:
+        """The current status (read under the run's lock, so its timers are already armed)."""
+        with self._lock:
+            return self._machine.status
+
+    @property
+    def snapshot(self) -> TaskSnapshot:
+        """The current snapshot, side-path fields (progress, heartbeat, pid) included."""
+        with self._lock:
+            return self._compose()
+
+    @property
+    def transitions(self) -> tuple[Transition, ...]:
+        """The whole trajectory, oldest first."""
+        with self._lock:
+            return self._machine.transitions
+
+    @property
+    def logs(self) -> tuple[str, ...]:
+        """The latest log lines of the task (at most 200)."""
+        return tuple(self._logs)
+
+    @property
+    def done(self) -> bool:
+        """True once the task is terminal and every listener has been told."""
+        return self._finished.is_set()
+
+    def add_listener(self, listener: RunListener) -> None:
+        """Observe every later transition and side update (see `RunListener`)."""
+        with self._lock:
+            self._listeners.append(listener)
+
+    def wait(self, timeout: float | None = None) -> TaskOutcome:
+        """Block until the task is terminal and return its outcome.
+
+        `timeout` is real seconds the caller is willing to block (it is not a task
+        deadline, so it is not measured on the run's clock).
+
+        Raises:
+            TimeoutError: still not terminal after `timeout`; the task is left untouched.
+        """
+        if timeout is not None:
+            timeout = _seconds("wait timeout", timeout)
+        if not self._finished.wait(timeout):
+            raise TimeoutError(
+                f"task {self._task_id!r} is still {self.status.value} after waiting {timeout:g}s; "
+                "wait() changed nothing (call stop() to stop it)"
+            )
+        return self.outcome()
+
+    def outcome(self) -> TaskOutcome:
+        """The outcome now (meaningful once terminal; see `wait`)."""
+        return TaskOutcome.from_snapshot(self.snapshot)
+
+    # ================================================================ composition
+    def _compose(self) -> TaskSnapshot:
+        """The machine's snapshot plus the side-path fields. Call under the lock."""
+        snap = self._machine.snapshot
+        changes: dict[str, Any] = {}
+        if self._progress is not None:
+            changes["progress"] = self._progress
+        attempt = self._attempt
+        if attempt is not None and attempt.started and attempt.number == snap.attempt:
+            age = max(0.0, self._monotonic() - attempt.context.last_beat)
+            changes["last_heartbeat_at"] = self._clock.now() - timedelta(seconds=age)
+            if snap.pid is None and attempt.pid is not None:
+                changes["pid"] = attempt.pid
+        return snap.evolve(**changes) if changes else snap
+
+    def _record(self, transition: Transition) -> None:
+        """Queue `transition` for the listeners. Call under the lock."""
+        snapshot = self._compose() if self._listeners else self._machine.snapshot
+        self._outbox.append(RunEvent(snapshot, transition))
+        if transition.to_status.is_terminal:
+            self._on_terminal()
+            self._wakeup.set()
+
+    def _deliver(self) -> None:
+        """Tell the listeners about queued events, in order, outside the lock (never hold it)."""
+        while True:
+            with self._lock:
+                if self._delivering or not self._outbox:
+                    return
+                self._delivering = True
+                batch, self._outbox = self._outbox, []
+                listeners = tuple(self._listeners)
+            terminal = False
+            try:
+                for event in batch:
+                    for listener in listeners:
+                        try:
+                            if event.transition is None:
+                                listener.on_side_update(self, event.snapshot)
+                            else:
+                                listener.on_transition(self, event.transition, event.snapshot)
+                        except Exception:
+                            _log.exception("listener %r failed on task %r", listener, self._task_id)
+                    if event.transition is not None and event.transition.to_status.is_terminal:
+                        terminal = True
+            finally:
+                with self._lock:
+                    self._delivering = False
+                if terminal:
+                    self._finished.set()
+
+    # ================================================================ attempts
+    def _new_attempt(self) -> Attempt:
+        """Build the next attempt (fresh control token and context). Call under the lock."""
+        number = self._machine.snapshot.attempt
+        control = AttemptControl()
+        context = RuntimeContext(
+            task_id=self._task_id,
+            task_name=self._machine.snapshot.name,
+            attempt=number,
+            control=control,
+            monotonic=self._monotonic,
+            progress_sink=lambda progress: self._on_progress(number, progress),
+            logs=self._logs,
+            artifact_root=self._artifact_root,
+            upstream=self._upstream,
+        )
+        attempt = Attempt(
+            self,
+            number=number,
+            fn=self._fn,
+            args=self._args,
+            kwargs=self._kwargs,
+            context=context,
+            control=control,
+        )
+        control.bind(hold=lambda: self._hold_at_checkpoint(attempt))
+        return attempt
+
+    def _on_progress(self, number: int, progress: Progress) -> None:
+        with self._lock:
+            attempt = self._attempt
+            if attempt is None or attempt.number != number or attempt.closed:
+                return
+            self._progress = progress
+            if self._listeners:
+                self._outbox.append(RunEvent(self._compose()))
+        self._deliver()
+
+    def __repr__(self) -> str:
+        return f"<TaskRun {self._task_id!r} {self.status.value}>"
+
+
+def _callable_name(fn: Callable[..., Any]) -> str:
+    name = getattr(fn, "__name__", None)
+    if isinstance(name, str) and name and name != "<lambda>":
+        return name
+    inner = getattr(fn, "func", None)  # functools.partial
+    if inner is not None:
+        return _callable_name(inner)
+    return "task"

@@ -1,0 +1,209 @@
+"""The child side of `ProcessExecutor`: runs one attempt in a spawned process.
+
+Control flows parent -> child through shared memory (a flags word and the pause
+generation, read by the child's ``checkpoint()``) plus an event that wakes a
+paused child. Everything else flows child -> parent through one pipe: the start
+(with the pid), heartbeats and progress (forwarded every few milliseconds by a
+daemon thread), log lines, pause confirmations, and finally the result.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Protocol
+
+from chongming_core import Failure, FailureKind, Progress
+from chongming_runtime._attempt import ResultKind, call_body
+from chongming_runtime._command import CommandFailed
+from chongming_runtime._context import LOG_LINES_KEPT, RuntimeContext
+from chongming_runtime._results import result_failure, result_problem
+
+__all__ = ["PAUSE", "STOP", "child_main"]
+
+STOP = 1
+PAUSE = 2
+
+
+class _SharedInt(Protocol):
+    value: int
+
+
+class _WakeEvent(Protocol):
+    def set(self) -> None: ...
+
+    def clear(self) -> None: ...
+
+    def wait(self, timeout: float | None = None) -> bool: ...
+
+
+class _Sender:
+    """Serialises sends from the body thread and the forwarder thread."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+
+    def send(self, message: tuple[Any, ...]) -> None:
+        with self._lock:
+            self._conn.send(message)
+
+
+class _ChildControl:
+    """The child's read-only view of the flags the parent writes."""
+
+    def __init__(
+        self, flags: _SharedInt, generation: _SharedInt, wake: _WakeEvent, sender: _Sender
+    ) -> None:
+        self._flags = flags
+        self._generation = generation
+        self._wake = wake
+        self._sender = sender
+        self._before_pause: Callable[[], None] | None = None
+
+    @property
+    def requested(self) -> bool:
+        return self._flags.value != 0
+
+    @property
+    def stop_requested(self) -> bool:
+        return bool(self._flags.value & STOP)
+
+    @property
+    def pause_requested(self) -> bool:
+        return bool(self._flags.value & PAUSE)
+
+    @property
+    def stop_reason(self) -> str | None:
+        return None
+
+    def wait_while_paused(self) -> None:
+        if self._before_pause is not None:
+            self._before_pause()  # progress and heartbeat reach the parent before "paused"
+        self._sender.send(("paused", self._generation.value))
+        while True:
+            self._wake.clear()
+            flags = self._flags.value
+            if flags & STOP or not flags & PAUSE:
+                return
+            self._wake.wait(1.0)
+
+
+class _Forwarder:
+    """Forwards heartbeats and the latest progress to the parent every `interval` seconds."""
+
+    def __init__(self, sender: _Sender, interval: float) -> None:
+        self._sender = sender
+        self._interval = interval
+        self._ctx: RuntimeContext | None = None
+        self._progress: Progress | None = None
+        self._sent_progress: Progress | None = None
+        self._sent_beat: float | None = None
+        self._lock = threading.Lock()
+        self._done = threading.Event()
+
+    def progress(self, progress: Progress) -> None:
+        self._progress = progress
+
+    def start(self, ctx: RuntimeContext) -> None:
+        self._ctx = ctx
+        self._sent_beat = ctx.last_beat
+        threading.Thread(target=self._loop, name="chongming-forwarder", daemon=True).start()
+
+    def _loop(self) -> None:
+        while not self._done.wait(self._interval):
+            self.flush()
+
+    def flush(self) -> None:
+        with self._lock:
+            ctx = self._ctx
+            if ctx is not None and ctx.last_beat != self._sent_beat:
+                self._sent_beat = ctx.last_beat
+                self._sender.send(("beat",))
+            progress = self._progress
+            if progress is not None and progress is not self._sent_progress:
+                self._sent_progress = progress
+                self._sender.send(("progress", progress.to_dict()))
+
+    def close(self) -> None:
+        self._done.set()
+        self.flush()
+
+
+def child_main(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: Mapping[str, Any],
+    info: Mapping[str, Any],
+    flags: _SharedInt,
+    generation: _SharedInt,
+    wake: _WakeEvent,
+    conn: Connection,
+) -> None:
+    """Entry point of the child process (module level, so ``spawn`` can import it)."""
+    sender = _Sender(conn)
+    control = _ChildControl(flags, generation, wake, sender)
+    forwarder = _Forwarder(sender, float(info["forward_interval"]))
+    root = info.get("artifact_root")
+    ctx = RuntimeContext(
+        task_id=str(info["task_id"]),
+        task_name=str(info["task_name"]),
+        attempt=int(info["attempt"]),
+        control=control,
+        monotonic=_monotonic(),
+        progress_sink=forwarder.progress,
+        log_sink=lambda level, text: sender.send(("log", level, text)),
+        logs=deque(maxlen=LOG_LINES_KEPT),
+        artifact_root=None if root is None else Path(root),
+        upstream=info.get("upstream") or {},
+    )
+    control._before_pause = forwarder.flush
+    sender.send(("started", os.getpid()))
+    forwarder.start(ctx)
+    if control.stop_requested:
+        result_message: tuple[Any, ...] = ("cancelled",)
+    else:
+        result = call_body(fn, ctx, args, kwargs)
+        result_message = _result_message(ctx.task_id, result.kind, result.value, result.exception)
+    forwarder.close()
+    try:
+        sender.send(result_message)
+    except Exception as exc:  # e.g. an exception whose pickle fails on the way
+        failure = Failure.of(FailureKind.EXCEPTION, f"could not report the result: {exc!r}")
+        sender.send(("raised", failure.to_dict(), None))
+    conn.close()
+
+
+def _monotonic() -> Callable[[], float]:
+    import time  # noqa: PLC0415 - keep the module namespace small for spawn
+
+    return time.monotonic
+
+
+def _result_message(
+    task_id: str, kind: ResultKind, value: Any, exc: BaseException | None
+) -> tuple[Any, ...]:
+    if kind is ResultKind.RETURNED:
+        problem = result_problem(value)
+        if problem is not None:
+            return ("raised", result_failure(task_id, value, problem).to_dict(), None)
+        return ("returned", value)
+    if kind is ResultKind.CANCELLED:
+        return ("cancelled",)
+    assert exc is not None
+    failure = Failure.from_exception(
+        exc,
+        kind=FailureKind.NONZERO_EXIT if isinstance(exc, CommandFailed) else FailureKind.EXCEPTION,
+    )
+    pickled: bytes | None
+    try:
+        pickled = pickle.dumps(exc)
+        pickle.loads(pickled)
+    except Exception:
+        pickled = None
+    return ("raised", failure.to_dict(), pickled)

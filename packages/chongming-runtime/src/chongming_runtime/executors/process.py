@@ -1,0 +1,289 @@
+"""`ProcessExecutor`: each attempt in a child process started with ``spawn`` (guide §7.4).
+
+What a process gives that a thread cannot: a task that ignores the graceful
+window is really ended (``terminate()``, then ``kill()``), so it ends
+``stopped`` (stop request) or ``failed``/``retry_wait`` (timeout), never
+``lost``; CPU-bound bodies run in parallel; and a segfault in a native extension
+takes only the child down (one failed attempt, kind ``nonzero_exit``).
+
+The price: the function, its arguments and its return value must be
+picklable (the return value must also be JSON), the function must live in an
+importable module, and stop/pause cross the process boundary by polling (the
+child's checkpoint reads shared memory; confirmations come back through a pipe
+within a few tens of milliseconds). The child is a daemon process, so a body
+that needs parallelism should use threads (``subprocess`` works as usual).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+import multiprocessing
+import pickle
+import signal
+import sys
+import threading
+from collections.abc import Callable, Mapping
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from typing import TYPE_CHECKING, Any
+
+from chongming_core import Clock, ConfigurationError, Failure, Progress, TimerHandle
+from chongming_runtime._attempt import AttemptResult
+from chongming_runtime._control import AttemptControl
+from chongming_runtime.executors._process_child import PAUSE, STOP, child_main
+
+if TYPE_CHECKING:
+    from chongming_runtime._attempt import Attempt
+
+__all__ = ["ProcessExecutor"]
+
+_log = logging.getLogger("chongming_task.runtime")
+
+_ADVICE = (
+    "define the task as a module-level function (decorated with @task or not) in an importable "
+    "module, pass picklable arguments, and guard the calling script with "
+    '`if __name__ == "__main__":` (spawn re-imports the main module); or use ThreadExecutor(), '
+    "which runs lambdas, closures and local functions too"
+)
+
+
+def _describe(fn: Callable[..., Any]) -> str:
+    module = getattr(fn, "__module__", "?")
+    qualname = getattr(fn, "__qualname__", repr(fn))
+    return f"{module}.{qualname}"
+
+
+def describe_exit(pid: int | None, exitcode: int | None) -> str:
+    """Human text for how a child process ended."""
+    who = f"the child process {pid}" if pid is not None else "the child process"
+    if exitcode is None:
+        return f"{who} ended without an exit code"
+    if exitcode < 0:
+        try:
+            name = signal.Signals(-exitcode).name
+        except ValueError:
+            name = "an unknown signal"
+        return f"{who} was killed by signal {name} ({-exitcode}) before reporting a result"
+    return f"{who} exited with code {exitcode} before reporting a result"
+
+
+class _ProcessHandle:
+    def __init__(self, process: BaseProcess, kill_after: float) -> None:
+        self.process = process
+        self._kill_after = kill_after
+        self._kill_timer: TimerHandle | None = None
+
+    def force_stop(self, clock: Clock) -> bool:
+        if self.process.is_alive():
+            self.process.terminate()
+            if self._kill_timer is None:
+                self._kill_timer = clock.call_later(self._kill_after, self._kill)
+        return True
+
+    def _kill(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+
+
+class ProcessExecutor:
+    """Run each attempt in its own child process (``multiprocessing`` ``spawn`` context).
+
+    Example::
+
+        outcome = run_task(resize, "/data/a.png", executor=ProcessExecutor())
+
+    Args:
+        kill_after: seconds between ``terminate()`` and ``kill()`` once a graceful window ran out.
+        forward_interval: seconds between heartbeat/progress forwards from the child.
+    """
+
+    name = "process"
+    inline = False
+    supports_pause = True
+
+    def __init__(self, *, kill_after: float = 1.0, forward_interval: float = 0.02) -> None:
+        for label, value in (("kill_after", kill_after), ("forward_interval", forward_interval)):
+            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+                raise ConfigurationError(f"{label} must be > 0 seconds, got {value!r}")
+        self._kill_after = float(kill_after)
+        self._forward_interval = float(forward_interval)
+        self._mp = multiprocessing.get_context("spawn")
+
+    # ---------------------------------------------------------------- submit-time checks
+    def validate(
+        self, fn: Callable[..., Any], args: tuple[Any, ...], kwargs: Mapping[str, Any]
+    ) -> None:
+        """Refuse what a spawned child cannot import or unpickle, and say what to use instead."""
+        where = _describe(fn)
+        qualname = getattr(fn, "__qualname__", "")
+        if "<lambda>" in qualname or "<locals>" in qualname:
+            kind = "a lambda" if "<lambda>" in qualname else "a local function or closure"
+            raise ConfigurationError(
+                f"ProcessExecutor cannot run {where}: it is {kind}, which a child process cannot "
+                f"import; {_ADVICE}"
+            )
+        try:
+            pickle.dumps(fn)
+        except Exception as exc:
+            raise ConfigurationError(
+                f"ProcessExecutor cannot run {where}: the function cannot be pickled ({exc}); "
+                f"{_ADVICE}"
+            ) from None
+        module = getattr(fn, "__module__", None)
+        if module == "__main__":
+            main = sys.modules.get("__main__")
+            if getattr(main, "__file__", None) is None:
+                raise ConfigurationError(
+                    f"ProcessExecutor cannot run {where}: it was defined in an interactive "
+                    f"session, which a child process cannot import; {_ADVICE}"
+                )
+        elif isinstance(module, str) and _find_spec(module) is None:
+            raise ConfigurationError(
+                f"ProcessExecutor cannot run {where}: its module {module!r} cannot be imported "
+                f"by a child process; {_ADVICE}"
+            )
+        for label, value in [
+            *((f"argument {i}", a) for i, a in enumerate(args)),
+            *((f"keyword argument {k!r}", v) for k, v in kwargs.items()),
+        ]:
+            try:
+                pickle.dumps(value)
+            except Exception as exc:
+                raise ConfigurationError(
+                    f"ProcessExecutor cannot pass {label} ({type(value).__qualname__}) to a child "
+                    f"process: it cannot be pickled ({exc}); pass plain data (paths, ids, "
+                    "numbers, strings) and open connections inside the task, or use "
+                    "ThreadExecutor()"
+                ) from None
+
+    # ---------------------------------------------------------------- launching
+    def launch(self, attempt: Attempt) -> _ProcessHandle:
+        """Spawn the child and a supervising thread that relays its reports."""
+        mp = self._mp
+        flags = mp.RawValue("i", 0)
+        generation = mp.RawValue("i", 0)
+        wake = mp.Event()
+        receiver, sender = mp.Pipe(duplex=False)
+        ctx = attempt.context
+        root = getattr(ctx, "_artifact_root", None)
+        info = {
+            "task_id": ctx.task_id,
+            "task_name": ctx.task_name,
+            "attempt": ctx.attempt,
+            "artifact_root": None if root is None else str(root),
+            "upstream": dict(ctx.upstream),
+            "forward_interval": self._forward_interval,
+        }
+        process = mp.Process(
+            target=child_main,
+            args=(
+                attempt.fn,
+                attempt.args,
+                dict(attempt.kwargs),
+                info,
+                flags,
+                generation,
+                wake,
+                sender,
+            ),
+            name=f"chongming-task-{ctx.task_id}-{attempt.number}",
+            daemon=True,
+        )
+
+        def mirror(control: AttemptControl) -> None:
+            generation.value = control.pause_generation
+            flags.value = (STOP if control.stop_requested else 0) | (
+                PAUSE if control.pause_requested else 0
+            )
+            wake.set()
+
+        attempt.control.bind(on_change=mirror)
+        handle = _ProcessHandle(process, self._kill_after)
+        attempt.handle = handle
+        process.start()
+        sender.close()
+        threading.Thread(
+            target=_supervise,
+            args=(attempt, process, receiver, handle),
+            name=f"chongming-process-{ctx.task_id}-{attempt.number}",
+            daemon=True,
+        ).start()
+        return handle
+
+    def __repr__(self) -> str:
+        return f"ProcessExecutor(kill_after={self._kill_after:g})"
+
+
+def _find_spec(module: str) -> object | None:
+    try:
+        return importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        return None
+
+
+def _supervise(
+    attempt: Attempt, process: BaseProcess, conn: Connection, handle: _ProcessHandle
+) -> None:
+    """Relay the child's reports to the supervisor until it reports a result or dies."""
+    result: AttemptResult | None = None
+    ctx = attempt.context
+    try:
+        while result is None:
+            ready = wait([conn, process.sentinel])
+            if conn not in ready:
+                while result is None and conn.poll():  # it died: read what it managed to send
+                    result = _relay(attempt, conn.recv(), handle)
+                break
+            try:
+                message = conn.recv()
+            except EOFError:
+                break
+            result = _relay(attempt, message, handle)
+    except Exception:
+        _log.exception("lost contact with the child process of task %r", ctx.task_id)
+    finally:
+        conn.close()
+    if result is None:
+        process.join()
+        result = AttemptResult.crashed(describe_exit(process.pid, process.exitcode))
+    attempt.finish(result)
+    process.join(30.0)
+    if process.is_alive():  # it reported a result but does not exit
+        process.kill()
+        process.join()
+
+
+def _relay(
+    attempt: Attempt, message: tuple[Any, ...], handle: _ProcessHandle
+) -> AttemptResult | None:
+    kind = message[0]
+    ctx = attempt.context
+    if kind == "started":
+        if not attempt.begin(int(message[1]), in_process=False):
+            handle.process.terminate()
+    elif kind == "beat":
+        ctx.heartbeat.beat()
+    elif kind == "progress":
+        progress = Progress.from_dict(message[1])
+        ctx.progress(
+            progress.done, total=progress.total, unit=progress.unit, message=progress.message
+        )
+    elif kind == "log":
+        ctx.emit_log(int(message[1]), str(message[2]))
+    elif kind == "paused":
+        attempt.confirm_pause(int(message[1]))
+    elif kind == "returned":
+        return AttemptResult.returned(message[1])
+    elif kind == "cancelled":
+        return AttemptResult.cancelled()
+    elif kind == "raised":
+        failure = Failure.from_dict(message[1])
+        exc: BaseException | None = None
+        if message[2] is not None:
+            try:
+                exc = pickle.loads(message[2])
+            except Exception:
+                exc = None
+        return AttemptResult.raised(exc, failure)
+    return None

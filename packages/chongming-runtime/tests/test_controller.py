@@ -1,0 +1,401 @@
+"""Controller: registration, submit, queries, concurrency, controls and close (guide §8.1–§8.5)."""
+
+from __future__ import annotations
+
+import threading
+import types
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+
+from chongming_core import (
+    ConcurrencyPolicy,
+    ConfigurationError,
+    FailureKind,
+    InMemoryTaskStore,
+    RetryPolicy,
+    TaskStatus,
+    task,
+)
+from chongming_runtime._controller import Controller
+from chongming_runtime._table import render_table
+from chongming_runtime._task_run import TaskRun
+
+S = TaskStatus
+WAIT = 10.0
+
+
+class Gate:
+    """Lets a test hold task bodies at a checkpoint loop and release them."""
+
+    def __init__(self) -> None:
+        self.open = threading.Event()
+        self.started: list[str] = []
+        self.lock = threading.Lock()
+        self.running = threading.Semaphore(0)
+
+    def body(self, ctx: Any, name: str = "x") -> str:
+        with self.lock:
+            self.started.append(name)
+        self.running.release()
+        while not self.open.is_set():
+            ctx.checkpoint()
+            self.open.wait(0.005)
+        ctx.checkpoint()
+        return name
+
+    def wait_started(self, n: int = 1) -> None:
+        for _ in range(n):
+            assert self.running.acquire(timeout=WAIT), "a task body did not start in time"
+
+
+@pytest.fixture
+def gate() -> Iterator[Gate]:
+    g = Gate()
+    yield g
+    g.open.set()
+
+
+@pytest.fixture
+def make_controller() -> Iterator[Callable[..., Controller]]:
+    made: list[Controller] = []
+
+    def make(**kwargs: Any) -> Controller:
+        kwargs.setdefault("graceful_stop", 2.0)
+        controller = Controller(**kwargs)
+        made.append(controller)
+        return controller
+
+    yield make
+    for controller in made:
+        controller.close(timeout=WAIT)
+
+
+def _statuses(run: TaskRun) -> list[TaskStatus]:
+    return [t.to_status for t in run.transitions]
+
+
+def _until(predicate: Callable[[], bool], what: str) -> None:
+    done = threading.Event()
+    for _ in range(2000):
+        if predicate():
+            return
+        done.wait(0.005)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+# ---------------------------------------------------------------- registration
+
+
+def test_register_and_refuse_unknown_and_duplicate_names(
+    make_controller: Callable[..., Controller],
+) -> None:
+    controller = make_controller()
+    controller.register("extract", lambda ctx: 1, tags={"io"})
+    with pytest.raises(ConfigurationError, match="already registered"):
+        controller.register("extract", lambda ctx: 2)
+    with pytest.raises(ConfigurationError) as unknown:
+        controller.submit("load")
+    assert "unknown task name 'load'" in str(unknown.value)
+    assert "'extract'" in str(unknown.value)
+    assert controller.task_names == ["extract"]
+    assert controller.registered("extract").tags == frozenset({"io"})
+
+
+def test_register_module_and_register_all_use_task_specs(
+    make_controller: Callable[..., Controller],
+) -> None:
+    @task(tags={"io"}, retry=RetryPolicy(max_attempts=2))
+    def fetch(ctx: Any) -> int:
+        """Fetch the rows."""
+        return 1
+
+    @task
+    def load(ctx: Any) -> int:
+        return 2
+
+    module = types.ModuleType("fake_tasks")
+    module.fetch = fetch  # type: ignore[attr-defined]
+    module.helper = lambda: None  # type: ignore[attr-defined]
+    controller = make_controller()
+    assert controller.register_module(module) == ["fetch"]
+    assert controller.register_all(load) == ["load"]
+    definition = controller.registered("fetch")
+    assert definition.description == "Fetch the rows."
+    assert definition.retry is not None
+    assert definition.retry.max_attempts == 2
+    with pytest.raises(ConfigurationError, match="not decorated with @task"):
+        controller.register_all(lambda ctx: 0)
+    with pytest.raises(ConfigurationError, match="no @task functions"):
+        controller.register_module(types.ModuleType("empty"))
+    run = controller.submit("fetch")
+    assert run.wait(WAIT).value == 1
+    assert run.snapshot.max_attempts == 2
+    assert run.snapshot.tags == frozenset({"io"})
+
+
+def test_inline_executor_is_refused() -> None:
+    from chongming_runtime.executors.inline import InlineExecutor
+
+    with pytest.raises(ConfigurationError, match="InlineExecutor"):
+        Controller(executor=InlineExecutor())
+
+
+# ---------------------------------------------------------------- submit and queries
+
+
+def test_max_parallel_queues_the_rest_and_the_table_shows_it(
+    make_controller: Callable[..., Controller], gate: Gate
+) -> None:
+    controller = make_controller(max_parallel=2)
+    controller.register("transform", gate.body)
+    runs = [
+        controller.submit("transform", f"t{i}", task_id=f"t{i}", label=f"转换-{i + 1}")
+        for i in range(4)
+    ]
+    gate.wait_started(2)
+    assert controller.active_count == 2
+    assert controller.queued_count == 2
+    assert [r.status for r in runs[2:]] == [S.QUEUED, S.QUEUED]
+    table = render_table(controller.list_tasks()).splitlines()
+    assert table[0].split()[:5] == ["TASK_ID", "NAME", "STATUS", "ATTEMPT", "ELAPSED"]
+    queued_row = next(line for line in table if line.startswith("t2"))
+    assert queued_row.split()[1:5] == ["转换-3", "queued", "0/1", "-"]
+    stats = controller.stats()
+    assert stats.running == 2
+    assert stats.queued == 2
+    assert stats.unfinished == 4
+    gate.open.set()
+    outcomes = controller.wait_all(timeout=WAIT)
+    assert [o.value for o in outcomes] == ["t0", "t1", "t2", "t3"]
+    for run in runs:
+        assert _statuses(run) == [S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
+    assert controller.stats().succeeded == 4
+    assert controller.active_count == 0
+
+
+def test_results_are_durable_in_the_store_before_wait_returns(
+    make_controller: Callable[..., Controller],
+) -> None:
+    store = InMemoryTaskStore()
+    controller = make_controller(store=store)
+    controller.register("double", lambda ctx, x: x * 2)
+    run = controller.submit("double", 21, task_id="d1")
+    outcome = run.wait(WAIT)
+    stored = store.get("d1")
+    assert stored is not None
+    assert stored.status is S.SUCCEEDED
+    assert stored.outcome == 42
+    assert outcome.value == 42
+    assert [t.to_status for t in store.history("d1")] == _statuses(run)
+    assert [t.status_version for t in store.history("d1")] == [1, 2, 3, 4]
+    assert stored.lease_owner == controller.owner
+
+
+def test_priority_orders_the_ready_queue(
+    make_controller: Callable[..., Controller], gate: Gate
+) -> None:
+    controller = make_controller(max_parallel=1)
+    controller.register("job", gate.body)
+    controller.submit("job", "blocker")
+    gate.wait_started()
+    controller.submit("job", "low-1")
+    controller.submit("job", "urgent", priority=10)
+    controller.submit("job", "low-2")
+    gate.open.set()
+    controller.wait_all(timeout=WAIT)
+    assert gate.started == ["blocker", "urgent", "low-1", "low-2"]
+
+
+def test_named_resources_limit_across_tags(
+    make_controller: Callable[..., Controller], gate: Gate
+) -> None:
+    controller = make_controller(concurrency=ConcurrencyPolicy(max_parallel=20, limits={"db": 1}))
+    controller.register("sync", gate.body)
+    a = controller.submit("sync", "tenant-A", tags=["db"])
+    b = controller.submit("sync", "tenant-B", tags=["db"])
+    c = controller.submit("sync", "plain", tags=["io"])
+    gate.wait_started(2)
+    assert {a.status, c.status} <= {S.STARTING, S.RUNNING}
+    assert b.status is S.QUEUED
+    gate.open.set()
+    controller.wait_all(timeout=WAIT)
+    assert b.snapshot.status is S.SUCCEEDED
+
+
+def test_bucket_limit_scans_past_a_blocked_head(
+    make_controller: Callable[..., Controller], gate: Gate
+) -> None:
+    controller = make_controller(max_parallel=10, max_parallel_per_bucket=1)
+    controller.register("sync", gate.body)
+    a0 = controller.submit("sync", "a0", task_id="a0", bucket_key="tenant-A")
+    a1 = controller.submit("sync", "a1", task_id="a1", bucket_key="tenant-A")
+    b0 = controller.submit("sync", "b0", task_id="b0", bucket_key="tenant-B")
+    gate.wait_started(2)
+    assert a1.status is S.QUEUED
+    assert b0.status in {S.STARTING, S.RUNNING}
+    bucket_a = controller.bucket_policy.bucket_for("tenant-A")
+    assert a0.snapshot.bucket == bucket_a
+    assert a0.snapshot.bucket_key == "tenant-A"
+    assert controller.active_in_bucket(bucket_a) == 1
+    assert controller.bucket_counts()[bucket_a] == 2
+    assert [s.task_id for s in controller.list_tasks(bucket=bucket_a)] == ["a0", "a1"]
+    gate.open.set()
+    controller.wait_all(timeout=WAIT)
+
+
+def test_list_tasks_filters(make_controller: Callable[..., Controller]) -> None:
+    controller = make_controller()
+    controller.register("extract", lambda ctx: 1, tags={"io"})
+    controller.register("transform", lambda ctx: 2)
+    controller.submit("extract", task_id="e1")
+    controller.submit("transform", task_id="t1", label="转换-1")
+    controller.wait_all(timeout=WAIT)
+    assert [s.task_id for s in controller.list_tasks(tag="io")] == ["e1"]
+    assert [s.task_id for s in controller.list_tasks(name_prefix="trans")] == ["t1"]
+    assert [s.task_id for s in controller.list_tasks(status="succeeded", limit=1)] == ["e1"]
+    assert controller.list_tasks(status=[S.FAILED]) == []
+    assert [s.task_id for s in controller.list_tasks(search="转换")] == ["t1"]
+    with pytest.raises(ConfigurationError, match="statuses are"):
+        controller.list_tasks(status="done")
+    assert controller.get("nope") is None
+
+
+def test_duplicate_task_ids_are_refused(make_controller: Callable[..., Controller]) -> None:
+    store = InMemoryTaskStore()
+    controller = make_controller(store=store)
+    controller.register("noop", lambda ctx: None)
+    controller.submit("noop", task_id="same").wait(WAIT)
+    with pytest.raises(ConfigurationError, match="never reused"):
+        controller.submit("noop", task_id="same")
+    other = make_controller(store=store)
+    other.register("noop", lambda ctx: None)
+    with pytest.raises(ConfigurationError, match="already exists"):
+        other.submit("noop", task_id="same")
+
+
+def test_bad_tags_are_refused_at_submit(make_controller: Callable[..., Controller]) -> None:
+    controller = make_controller()
+    controller.register("noop", lambda ctx: None)
+    with pytest.raises(ConfigurationError, match="tags"):
+        controller.submit("noop", tags=[1])  # type: ignore[list-item]
+    with pytest.raises(ConfigurationError, match="single string"):
+        controller.submit("noop", tags="io")
+
+
+# ---------------------------------------------------------------- controls
+
+
+def test_pause_keeps_the_slot_and_resume_continues(
+    make_controller: Callable[..., Controller], gate: Gate
+) -> None:
+    controller = make_controller(max_parallel=1)
+    controller.register("job", gate.body)
+    first = controller.submit("job", "first", task_id="first")
+    second = controller.submit("job", "second", task_id="second")
+    gate.wait_started()
+    assert controller.pause("first", timeout=WAIT) is True
+    assert first.status is S.PAUSED
+    assert controller.active_count == 1
+    assert second.status is S.QUEUED
+    assert controller.resume("first") is True
+    gate.open.set()
+    controller.wait_all(timeout=WAIT)
+    assert _statuses(first) == [
+        S.QUEUED, S.STARTING, S.RUNNING, S.PAUSING, S.PAUSED, S.RUNNING, S.SUCCEEDED,
+    ]  # fmt: skip
+    assert second.snapshot.status is S.SUCCEEDED
+
+
+def test_stop_of_a_queued_task_is_immediate_and_its_body_never_runs(
+    make_controller: Callable[..., Controller], gate: Gate
+) -> None:
+    controller = make_controller(max_parallel=1)
+    controller.register("job", gate.body)
+    controller.submit("job", "running")
+    queued = controller.submit("job", "queued", task_id="q")
+    gate.wait_started()
+    assert controller.stop("q", reason="手工干预") is True
+    assert _statuses(queued) == [S.QUEUED, S.STOPPED]
+    assert queued.snapshot.failure is not None
+    assert queued.snapshot.failure.kind is FailureKind.CANCELLED
+    assert controller.stop("q") is False
+    assert controller.stop("missing") is False
+    gate.open.set()
+    controller.wait_all(timeout=WAIT)
+    assert "queued" not in gate.started
+
+
+def test_stop_all_counts_requests_and_close_stops_queued_without_running_them(gate: Gate) -> None:
+    controller = Controller(max_parallel=1, graceful_stop=2.0)
+    controller.register("job", gate.body)
+    running = controller.submit("job", "running")
+    waiting = [controller.submit("job", f"w{i}") for i in range(3)]
+    gate.wait_started()
+    outcomes = controller.close(reason="shutdown", timeout=WAIT)
+    assert len(outcomes) == 4
+    assert running.status is S.STOPPED
+    assert _statuses(running)[-2:] == [S.STOPPING, S.STOPPED]
+    for run in waiting:
+        assert _statuses(run) == [S.QUEUED, S.STOPPED]
+    assert gate.started == ["running"]
+    with pytest.raises(ConfigurationError, match="closed"):
+        controller.submit("job", "late")
+
+
+def test_stop_all_returns_the_number_of_requests(
+    make_controller: Callable[..., Controller], gate: Gate
+) -> None:
+    controller = make_controller(max_parallel=1)
+    controller.register("job", gate.body)
+    controller.submit("job", "a")
+    controller.submit("job", "b")
+    gate.wait_started()
+    assert controller.stop_all(reason="drain") == 2
+    controller.wait_all(timeout=WAIT)
+    assert controller.stop_all() == 0
+    assert controller.stats().stopped == 2
+
+
+def test_retry_reruns_a_stopped_task_under_the_same_id(
+    make_controller: Callable[..., Controller],
+) -> None:
+    controller = make_controller(max_parallel=1)
+    calls: list[int] = []
+
+    def flaky(ctx: Any) -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("first try fails")
+        return len(calls)
+
+    controller.register("flaky", flaky)
+    run = controller.submit("flaky", task_id="f")
+    assert run.wait(WAIT).status is S.FAILED
+    again = controller.retry("f", reason="operator retry")
+    outcome = again.wait(WAIT)
+    assert outcome.value == 2
+    assert outcome.snapshot.attempt == 2
+    assert [a.status for a in outcome.attempts] == [S.FAILED, S.SUCCEEDED]
+    history = controller.history("f")
+    assert [t.to_status for t in history] == [
+        S.QUEUED, S.STARTING, S.RUNNING, S.FAILED, S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED,
+    ]  # fmt: skip
+    assert history[4].trigger == "control:retry"
+    with pytest.raises(ConfigurationError, match="not held by this process"):
+        controller.retry("elsewhere")
+
+
+def test_wait_times_out_without_changing_anything(
+    make_controller: Callable[..., Controller], gate: Gate
+) -> None:
+    controller = make_controller()
+    controller.register("job", gate.body)
+    run = controller.submit("job", task_id="j")
+    gate.wait_started()
+    with pytest.raises(TimeoutError):
+        controller.wait("j", timeout=0.05)
+    assert run.status is S.RUNNING
+    gate.open.set()
+    assert controller.wait("j", timeout=WAIT).ok

@@ -1,0 +1,223 @@
+"""Pipelines through the controller: joins, blocked nodes, fail_fast, skipped/cancelled/stopped."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from chongming_core import (
+    AggregationPolicy,
+    CircularDependency,
+    ConfigurationError,
+    FailureKind,
+    InMemoryTaskStore,
+    JoinMode,
+    TaskStatus,
+)
+from chongming_runtime._controller import Controller
+from chongming_runtime._pipeline import Pipeline
+
+S = TaskStatus
+WAIT = 10.0
+
+
+@pytest.fixture
+def controller() -> Iterator[Controller]:
+    made = Controller(max_parallel=4, graceful_stop=2.0, store=InMemoryTaskStore())
+    yield made
+    made.close(timeout=WAIT)
+
+
+def _register_etl(controller: Controller, seen: dict[str, Any]) -> threading.Event:
+    release = threading.Event()
+
+    def fetch(ctx: Any, day: str) -> list[int]:
+        while not release.is_set():
+            ctx.checkpoint()
+            release.wait(0.005)
+        return [1, 2, 3]
+
+    def transform(ctx: Any, index: int) -> int:
+        rows = ctx.input("fetch", [])
+        seen[f"shard{index}"] = dict(ctx.upstream)
+        if index == 2:
+            raise ValueError("bad shard")
+        return int(sum(rows)) * (index + 1)
+
+    def load(ctx: Any) -> int:
+        seen["load"] = dict(ctx.upstream)
+        return len(ctx.upstream)
+
+    def audit(ctx: Any) -> str:
+        seen["audit"] = dict(ctx.upstream)
+        return "audited"
+
+    controller.register("fetch", fetch)
+    controller.register("transform", transform)
+    controller.register("load", load)
+    controller.register("audit", audit)
+    return release
+
+
+def _etl(aggregation: AggregationPolicy) -> Pipeline:
+    pipeline = Pipeline("nightly-etl", aggregation=aggregation)
+    fetch = pipeline.node("fetch", "2026-10-02", node_id="fetch")
+    shards = [
+        pipeline.node("transform", index, node_id=f"shard{index}", depends_on=[fetch])
+        for index in range(3)
+    ]
+    load = pipeline.node("load", node_id="load", depends_on=shards)
+    pipeline.node("audit", node_id="audit", depends_on=[load], join=JoinMode.ALL_SETTLED)
+    return pipeline
+
+
+def test_waiting_nodes_are_blocked_take_no_slot_and_are_not_queued(controller: Controller) -> None:
+    seen: dict[str, Any] = {}
+    release = _register_etl(controller, seen)
+    run = controller.submit_pipeline(_etl(AggregationPolicy.all_settled()))
+    threading.Event().wait(0.05)
+    assert controller.active_count == 1  # only the root holds a slot
+    assert controller.queued_count == 0  # downstream nodes are blocked, not queued
+    snapshots = run.snapshots()
+    assert {n: s.status for n, s in snapshots.items() if n != "fetch"} == {
+        "shard0": S.BLOCKED, "shard1": S.BLOCKED, "shard2": S.BLOCKED,
+        "load": S.BLOCKED, "audit": S.BLOCKED,
+    }  # fmt: skip
+    blocked = controller.list_tasks(status="blocked")
+    assert len(blocked) == 5
+    assert {s.pipeline_id for s in blocked} == {run.pipeline_id}
+    release.set()
+    outcome = run.wait(timeout=WAIT)
+    assert outcome.status is S.FAILED  # shard2 failed
+    assert not outcome.ok
+    statuses = {n: o.status for n, o in outcome.nodes.items()}
+    assert list(outcome.nodes) == ["fetch", "shard0", "shard1", "shard2", "load", "audit"]
+    assert statuses == {
+        "fetch": S.SUCCEEDED, "shard0": S.SUCCEEDED, "shard1": S.SUCCEEDED,
+        "shard2": S.FAILED, "load": S.SKIPPED, "audit": S.SUCCEEDED,
+    }  # fmt: skip
+    assert outcome.nodes["shard1"].value == 12
+    assert seen["shard0"] == {"fetch": [1, 2, 3]}
+    # only succeeded upstream values reach ctx.upstream: load was skipped, so audit has none
+    assert seen["audit"] == {}
+    load = outcome.nodes["load"]
+    assert load.failure is not None
+    assert load.failure.kind is FailureKind.DEPENDENCY_FAILED
+    assert "shard2 failed" in load.failure.message
+    load_history = controller.history(run.task_ids["load"])
+    assert [t.to_status for t in load_history] == [S.BLOCKED, S.SKIPPED]
+
+
+def test_fail_fast_cancels_released_nodes_and_skips_the_rest(controller: Controller) -> None:
+    gate = threading.Event()
+    started = threading.Event()
+
+    def slow(ctx: Any) -> str:
+        started.set()
+        while not gate.is_set():
+            ctx.checkpoint()
+            gate.wait(0.005)
+        return "slow"
+
+    def boom(ctx: Any) -> None:
+        started.wait(WAIT)
+        raise RuntimeError("boom")
+
+    controller.register("slow", slow)
+    controller.register("boom", boom)
+    controller.register("after", lambda ctx: "after")
+    pipeline = Pipeline("ff")
+    a = pipeline.node("slow", node_id="slow")
+    b = pipeline.node("boom", node_id="boom")
+    pipeline.node("after", node_id="after", depends_on=[a, b])
+    outcome = controller.submit_pipeline(pipeline).wait(timeout=WAIT)
+    statuses = {n: o.status for n, o in outcome.nodes.items()}
+    assert statuses == {"slow": S.CANCELLED, "boom": S.FAILED, "after": S.SKIPPED}
+    assert outcome.status is S.FAILED
+    cancelled = outcome.nodes["slow"].failure
+    assert cancelled is not None
+    assert cancelled.kind is FailureKind.CANCELLED
+    assert not cancelled.retryable
+    assert "fail_fast" in cancelled.message
+
+
+def test_any_succeeded_releases_on_the_first_success(controller: Controller) -> None:
+    controller.register("ok", lambda ctx: "primary")
+    controller.register("bad", lambda ctx: 1 / 0)
+    controller.register("use", lambda ctx: dict(ctx.upstream))
+    pipeline = Pipeline("redundant", aggregation=AggregationPolicy.all_settled())
+    primary = pipeline.node("ok", node_id="primary")
+    mirror = pipeline.node("bad", node_id="mirror")
+    pipeline.node("use", node_id="use", depends_on=[primary, mirror], join=JoinMode.ANY_SUCCEEDED)
+    outcome = controller.submit_pipeline(pipeline).wait(timeout=WAIT)
+    assert outcome.nodes["use"].status is S.SUCCEEDED
+    assert outcome.nodes["use"].value in ({"primary": "primary"},)
+
+
+def test_an_operator_stop_is_stopped_not_cancelled(controller: Controller) -> None:
+    gate = threading.Event()
+
+    def wait_forever(ctx: Any) -> None:
+        while not gate.is_set():
+            ctx.checkpoint()
+            gate.wait(0.005)
+
+    controller.register("wait", wait_forever)
+    controller.register("next", lambda ctx: 1)
+    pipeline = Pipeline("manual")
+    first = pipeline.node("wait", node_id="first")
+    pipeline.node("next", node_id="second", depends_on=[first])
+    run = controller.submit_pipeline(pipeline)
+    first_id = run.task_ids["first"]
+    second_id = run.task_ids["second"]
+    assert controller.stop(first_id, reason="值班手动停止") is True
+    outcome = run.wait(timeout=WAIT)
+    assert outcome.status is S.STOPPED
+    assert outcome.nodes["first"].status is S.STOPPED
+    assert outcome.nodes["second"].status is S.SKIPPED
+    assert controller.get(second_id).status is S.SKIPPED  # type: ignore[union-attr]
+
+
+def test_a_blocked_node_can_be_stopped_directly(controller: Controller) -> None:
+    gate = threading.Event()
+
+    def hold(ctx: Any) -> int:
+        while not gate.is_set():
+            ctx.checkpoint()
+            gate.wait(0.005)
+        return 1
+
+    controller.register("hold", hold)
+    controller.register("next", lambda ctx: 2)
+    pipeline = Pipeline("p", aggregation=AggregationPolicy.all_settled())
+    root = pipeline.node("hold", node_id="root")
+    pipeline.node("next", node_id="child", depends_on=[root])
+    run = controller.submit_pipeline(pipeline)
+    child_id = run.task_ids["child"]
+    assert controller.get(child_id).status is S.BLOCKED  # type: ignore[union-attr]
+    assert controller.stop(child_id, reason="not needed") is True
+    assert controller.get(child_id).status is S.STOPPED  # type: ignore[union-attr]
+    gate.set()
+    outcome = run.wait(timeout=WAIT)
+    assert outcome.nodes["root"].status is S.SUCCEEDED
+    assert outcome.nodes["child"].status is S.STOPPED
+    assert outcome.status is S.STOPPED
+
+
+def test_invalid_pipelines_are_refused_before_anything_runs(controller: Controller) -> None:
+    controller.register("a", lambda ctx: 1)
+    cyclic = Pipeline("cyclic")
+    cyclic.node("a", node_id="x", depends_on=["y"])
+    cyclic.node("a", node_id="y", depends_on=["x"])
+    with pytest.raises(CircularDependency):
+        controller.submit_pipeline(cyclic)
+    unknown = Pipeline("unknown")
+    unknown.node("a")
+    unknown.node("not-registered")
+    with pytest.raises(ConfigurationError, match="unknown task name 'not-registered'"):
+        controller.submit_pipeline(unknown)
+    assert controller.list_tasks() == []
+    assert controller.stats().total == 0

@@ -1,0 +1,252 @@
+"""Controllers sharing a store: write-through, commands, ownership, leases, reconcile (§8.9+)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+
+from chongming_core import (
+    ConcurrencyConflict,
+    ConfigurationError,
+    FailureKind,
+    FakeClock,
+    InMemoryTaskStore,
+    SnapshotWrite,
+    StoreError,
+    TaskStatus,
+    TouchUpdate,
+)
+from chongming_runtime._controller import Controller
+
+S = TaskStatus
+WAIT = 10.0
+
+
+def _until(predicate: Callable[[], bool], what: str) -> None:
+    pause = threading.Event()
+    for _ in range(2000):
+        if predicate():
+            return
+        pause.wait(0.005)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def worker_body(ctx: Any, tenant: str) -> None:
+    """Runs until stopped: the checkpoint raises TaskCancelled, so it ends stopped."""
+    processed = 0
+    while True:
+        ctx.checkpoint()
+        processed += 1
+        ctx.progress(processed, unit="batch")
+        threading.Event().wait(0.002)
+
+
+@pytest.fixture
+def controllers() -> Iterator[Callable[..., Controller]]:
+    made: list[Controller] = []
+
+    def make(**kwargs: Any) -> Controller:
+        kwargs.setdefault("graceful_stop", 2.0)
+        kwargs.setdefault("poll_interval", 0.01)
+        controller = Controller(**kwargs)
+        made.append(controller)
+        return controller
+
+    yield make
+    for controller in reversed(made):
+        controller.close(timeout=WAIT)
+
+
+def test_a_console_sees_and_controls_the_workers_task(
+    controllers: Callable[..., Controller],
+) -> None:
+    store = InMemoryTaskStore()
+    worker = controllers(store=store, owner="worker-1", max_parallel=2)
+    worker.register("sync", worker_body)
+    run = worker.submit("sync", "租户A", task_id="job-1", bucket_key="tenant-A")
+    _until(lambda: run.status is S.RUNNING, "the task to run")
+
+    console = controllers(store=store, owner="ops-console")
+    # the worker batches non-terminal writes: they reach the store within milliseconds
+    _until(lambda: [s.task_id for s in console.list_tasks()] == ["job-1"], "the task to show")
+    snapshot = console.get("job-1")
+    assert snapshot is not None
+    assert snapshot.lease_owner == "worker-1"
+    assert snapshot.bucket_key == "tenant-A"
+
+    assert console.pause("job-1") is False  # not confirmed: there is no receipt channel
+    _until(lambda: run.status is S.PAUSED, "the cross-process pause to land")
+    _until(lambda: console.get("job-1").status is S.PAUSED, "the store to show it")  # type: ignore[union-attr]
+    assert console.resume("job-1") is True
+    _until(lambda: run.status is S.RUNNING, "the cross-process resume to land")
+    assert console.stop("job-1", reason="运维停止") is True
+    outcome = console.wait("job-1", timeout=WAIT)
+    assert outcome.status is S.STOPPED
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.CANCELLED
+    commands = store.commands(task_id="job-1")
+    assert [c.action for c in commands] == ["pause", "resume", "stop"]
+    assert all(c.issued_by == "ops-console" for c in commands)
+    assert all(c.is_complete for c in commands)
+    history = store.history("job-1")
+    stop = next(t for t in history if t.to_status is S.STOPPING)
+    assert stop.reason == "运维停止"
+    assert "ops-console" in stop.actor
+
+
+def test_a_pure_query_client_never_polls(controllers: Callable[..., Controller]) -> None:
+    store = InMemoryTaskStore()
+    console = controllers(store=store, owner="ops")
+    assert not console._poller.running
+    console.list_tasks()
+    console.stats()
+    assert not console._poller.running
+
+
+def test_forged_commands_are_rejected_and_recorded(controllers: Callable[..., Controller]) -> None:
+    from chongming_runtime._commands import new_command
+
+    store = InMemoryTaskStore()
+    worker = controllers(store=store, owner="w")
+    worker.register("sync", worker_body)
+    worker.submit("sync", "x", task_id="job-1")
+    clock = FakeClock()
+    forged = [
+        new_command(task_id="job-1", action="exec", issued_by="mallory", clock=clock),
+        new_command(task_id="ghost", action="stop", issued_by="mallory", clock=clock),
+    ]
+    for command in forged:
+        store.submit_command(command)
+    _until(lambda: all(c.is_complete for c in store.commands()), "the forged rows to be handled")
+    results = {c.task_id + "/" + c.action: c.result for c in store.commands()}
+    assert results["job-1/exec"] == "rejected: unknown action 'exec'"
+    assert results["ghost/stop"] == "rejected: no task 'ghost' in the store"
+    assert worker.get("job-1").status is S.RUNNING  # type: ignore[union-attr]
+
+
+def test_owned_buckets_refuse_foreign_submits_and_poll_from_the_start(
+    controllers: Callable[..., Controller],
+) -> None:
+    store = InMemoryTaskStore()
+    node = controllers(store=store, owner="node-a", num_buckets=64, owned_buckets=range(16))
+    assert node._poller.running
+    assert not node.owns_all_buckets
+    assert node.owns_bucket(3)
+    assert not node.owns_bucket(40)
+    node.register("sync", lambda ctx: None)
+    foreign = next(
+        k for k in (f"tenant-{i}" for i in range(500)) if node.bucket_policy.bucket_for(k) >= 16
+    )
+    with pytest.raises(ConfigurationError, match="does not belong to this node"):
+        node.submit("sync", bucket_key=foreign)
+    with pytest.raises(ConfigurationError, match="bucket_key is required"):
+        node.submit("sync")
+    with pytest.raises(ConfigurationError, match="out of range"):
+        Controller(num_buckets=8, owned_buckets=[9])
+    everything = controllers(num_buckets=4, owned_buckets=range(4))
+    assert everything.owns_all_buckets
+    everything.register("sync", lambda ctx: 7)
+    assert everything.submit("sync").wait(WAIT).value == 7
+
+
+def test_reconcile_marks_a_dead_workers_tasks_lost(controllers: Callable[..., Controller]) -> None:
+    store = InMemoryTaskStore()
+    dead_clock = FakeClock()
+    dead = Controller(store=store, owner="worker-1", clock=dead_clock, lease_ttl=30)
+    dead.register("sync", worker_body)
+    dead.register("noop", lambda ctx: "done")
+    run = dead.submit("sync", "x", task_id="in-flight")
+    finished = dead.submit("noop", task_id="finished")
+    finished.wait(WAIT)
+    _until(lambda: run.status is S.RUNNING, "the in-flight task to run")
+    dead.flush()
+    # worker-1 "dies": it never renews its lease again (its clock never moves)
+    clock = FakeClock()
+    clock.advance(31)
+    survivor = controllers(store=store, owner="worker-2", clock=clock)
+    preview = survivor.reconcile(dry_run=True)
+    assert [s.task_id for s in preview.lost] == ["in-flight"]
+    assert store.get("in-flight").status is S.RUNNING  # type: ignore[union-attr]
+    report = survivor.reconcile()
+    assert [s.task_id for s in report.lost] == ["in-flight"]
+    lost = store.get("in-flight")
+    assert lost is not None
+    assert lost.status is S.LOST
+    assert lost.failure is not None
+    assert lost.failure.kind is FailureKind.LOST
+    assert store.get("finished").status is S.SUCCEEDED  # type: ignore[union-attr]
+    assert store.get("finished").outcome == "done"  # type: ignore[union-attr]
+    versions = [t.status_version for t in store.history("in-flight")]
+    assert versions == list(range(1, len(versions) + 1))
+    # the old supervisor's later writes do not overwrite the verdict
+    run.stop()
+    run.wait(WAIT)
+    dead.flush()
+    assert store.get("in-flight").status is S.LOST  # type: ignore[union-attr]
+    assert any("ConcurrencyConflict" in f.error for f in dead.persist_failures)
+    dead.close(timeout=WAIT)
+
+
+def test_leases_are_renewed_on_the_touch_timer(controllers: Callable[..., Controller]) -> None:
+    store = InMemoryTaskStore()
+    clock = FakeClock()
+    worker = controllers(store=store, owner="w", clock=clock, lease_ttl=30, touch_interval=1)
+    worker.register("sync", worker_body)
+    run = worker.submit("sync", "x", task_id="j")
+    _until(lambda: run.status is S.RUNNING, "the task to run")
+    worker.flush()
+    first = store.get("j")
+    assert first is not None
+    assert first.lease_until is not None
+    clock.advance(11)  # past lease_ttl / 3: the tick renews
+    worker.flush()
+    renewed = store.get("j")
+    assert renewed is not None
+    assert renewed.lease_until is not None
+    assert renewed.lease_until > first.lease_until
+    assert renewed.status_version == first.status_version
+    assert renewed.progress is not None  # progress went through touch, not a version bump
+    clock.advance(25)
+    survivor = controllers(store=store, owner="w2", clock=clock)
+    assert survivor.reconcile(dry_run=True).lost == ()
+
+
+class FlakyStore(InMemoryTaskStore):
+    def __init__(self) -> None:
+        super().__init__()
+        self.down = False
+
+    def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+        if self.down:
+            raise StoreError("database is unreachable (simulated)")
+        return super().save_many(writes)
+
+    def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
+        if self.down:
+            raise StoreError("database is unreachable (simulated)")
+        return super().touch_many(updates)
+
+
+def test_a_failing_store_never_fails_a_task_and_catches_up(
+    controllers: Callable[..., Controller],
+) -> None:
+    store = FlakyStore()
+    controller = controllers(store=store, owner="w")
+    controller.register("double", lambda ctx, x: x * 2)
+    store.down = True
+    outcome = controller.submit("double", 4, task_id="d").wait(WAIT)
+    assert outcome.ok
+    assert outcome.value == 8
+    assert controller.persist_failures
+    assert "unreachable" in controller.persist_failures[-1].error
+    assert store.get("d") is None
+    store.down = False
+    assert controller.flush()
+    stored = store.get("d")
+    assert stored is not None
+    assert stored.status is S.SUCCEEDED
+    assert stored.outcome == 8
+    assert [t.status_version for t in store.history("d")] == [1, 2, 3, 4]

@@ -1,0 +1,251 @@
+"""ProcessExecutor (§7.4, R2, R9): spawn, hard stop, crash isolation, pickling checks."""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from chongming_core import (
+    ConfigurationError,
+    FailureKind,
+    FixedBackoff,
+    RetryPolicy,
+    TaskStatus,
+    Timeout,
+)
+from chongming_runtime import ProcessExecutor, TaskContext, TaskRun, run_task
+from chongming_runtime.executors.process import ProcessExecutor as ProcessFromModule
+
+S = TaskStatus
+TESTS = Path(__file__).resolve().parent
+
+
+@pytest.fixture(scope="module")
+def tasks() -> Iterator[ModuleType]:
+    """The task module, importable by name in this process and in spawned children."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.syspath_prepend(str(TESTS))
+        import runtime_proc_tasks
+
+        yield runtime_proc_tasks
+
+
+def path(run: TaskRun) -> list[tuple[TaskStatus, TaskStatus]]:
+    return [(t.from_status, t.to_status) for t in run.transitions]
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
+    tick = threading.Event()
+    for _ in range(int(timeout / 0.005)):
+        if predicate():
+            return
+        tick.wait(0.005)
+    raise AssertionError("condition not reached in time")
+
+
+def local_function() -> Callable[[TaskContext], int]:
+    def inner(ctx: TaskContext) -> int:
+        return 1
+
+    return inner
+
+
+def test_the_submodule_exposes_the_class() -> None:
+    assert ProcessFromModule is ProcessExecutor
+
+
+@pytest.mark.parametrize(
+    ("fn", "match"),
+    [
+        (lambda ctx: 1, "it is a lambda"),
+        (local_function(), "local function or closure"),
+    ],
+)
+def test_lambdas_and_local_functions_are_refused_at_submit(fn: Any, match: str) -> None:
+    with pytest.raises(ConfigurationError, match=match) as caught:
+        TaskRun(fn, executor=ProcessExecutor())
+    message = str(caught.value)
+    assert "module-level function" in message
+    assert 'if __name__ == "__main__":' in message
+    assert "ThreadExecutor()" in message
+
+
+def test_a_function_of_a_module_a_child_cannot_import_is_refused() -> None:
+    # A module that exists only in this process (built at run time): pickling works
+    # here, but a spawned child could never import it, so it is refused at submit time.
+    module = ModuleType("chongming_dynamic_tasks")
+    exec("def body(ctx):\n    return 1\n", module.__dict__)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setitem(sys.modules, module.__name__, module)
+        with pytest.raises(ConfigurationError, match="cannot be imported") as caught:
+            TaskRun(module.body, executor=ProcessExecutor())
+    assert "importable module" in str(caught.value)
+
+
+def test_unpicklable_arguments_are_refused_at_submit(tasks: ModuleType) -> None:
+    with pytest.raises(ConfigurationError, match="argument 0") as caught:
+        TaskRun(tasks.square, (threading.Lock(),), executor=ProcessExecutor())
+    assert "cannot be pickled" in str(caught.value)
+    with pytest.raises(ConfigurationError, match="keyword argument 'lock'"):
+        TaskRun(tasks.square, (1,), {"lock": threading.Lock()}, executor=ProcessExecutor())
+
+
+def test_a_task_runs_in_a_child_and_reports_pid_progress_and_logs(tasks: ModuleType) -> None:
+    run = TaskRun(tasks.square, (7,), executor=ProcessExecutor(), task_id="proc-ok")
+    run.start()
+    outcome = run.wait(60)
+    assert outcome.status is S.SUCCEEDED
+    assert outcome.value["value"] == 49
+    child_pid = outcome.value["pid"]
+    assert child_pid != os.getpid()
+    assert outcome.snapshot.pid == child_pid
+    assert outcome.snapshot.executor == "process"
+    assert outcome.snapshot.progress is not None
+    assert outcome.snapshot.progress.unit == "item"
+    assert run.logs == ("INFO squaring 7",)
+    assert path(run) == [
+        (S.PENDING, S.QUEUED),
+        (S.QUEUED, S.STARTING),
+        (S.STARTING, S.RUNNING),
+        (S.RUNNING, S.SUCCEEDED),
+    ]
+
+
+def test_async_bodies_run_in_the_child(tasks: ModuleType) -> None:
+    assert run_task(tasks.async_square, 5, executor=ProcessExecutor()).value == 25
+
+
+def test_cooperative_stop_pause_and_resume_cross_the_process_boundary(tasks: ModuleType) -> None:
+    run = TaskRun(tasks.loop_forever, executor=ProcessExecutor())
+    run.start()
+    wait_for(lambda: run.snapshot.progress is not None)
+    assert run.pause(timeout=10) is True
+    assert run.status is S.PAUSED
+    frozen = run.snapshot.progress
+    assert frozen is not None
+    threading.Event().wait(0.1)
+    paused_progress = run.snapshot.progress
+    assert paused_progress is not None
+    assert paused_progress.done == frozen.done
+    assert run.resume() is True
+    wait_for(lambda: (run.snapshot.progress or frozen).done > frozen.done)
+    run.stop(reason="enough")
+    outcome = run.wait(30)
+    assert outcome.status is S.STOPPED
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.CANCELLED
+    assert path(run)[3:] == [
+        (S.RUNNING, S.PAUSING),
+        (S.PAUSING, S.PAUSED),
+        (S.PAUSED, S.RUNNING),
+        (S.RUNNING, S.STOPPING),
+        (S.STOPPING, S.STOPPED),
+    ]
+
+
+def test_a_child_that_returns_after_the_stop_succeeds(tasks: ModuleType) -> None:
+    run = TaskRun(tasks.loop_until_stopped, executor=ProcessExecutor())
+    run.start()
+    wait_for(lambda: run.snapshot.progress is not None)  # the body is in its loop
+    run.stop()
+    outcome = run.wait(30)
+    assert outcome.status is S.SUCCEEDED
+    assert isinstance(outcome.value, int)
+    assert path(run)[-1] == (S.STOPPING, S.SUCCEEDED)
+
+
+def test_a_child_ignoring_the_stop_is_terminated_then_killed_and_ends_stopped(
+    tasks: ModuleType,
+) -> None:
+    run = TaskRun(
+        tasks.ignore_everything,
+        executor=ProcessExecutor(kill_after=0.2),
+        graceful_stop=0.2,
+    )
+    run.start()
+    wait_for(lambda: run.snapshot.progress is not None)  # SIGTERM is ignored from now on
+    pid = run.snapshot.pid
+    assert pid is not None
+    assert pid != os.getpid()
+    run.stop(reason="hard stop")
+    outcome = run.wait(30)
+    assert outcome.status is S.STOPPED  # R9: never lost
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.CANCELLED
+    assert outcome.failure.retryable is False
+    assert "SIGKILL" in outcome.failure.message
+    assert path(run)[-2:] == [(S.RUNNING, S.STOPPING), (S.STOPPING, S.STOPPED)]
+
+
+def test_a_timeout_terminates_the_child_and_keeps_the_timeout_kind(tasks: ModuleType) -> None:
+    run = TaskRun(
+        tasks.sleep_without_checkpoint,
+        (60,),
+        executor=ProcessExecutor(),
+        timeout=Timeout(per_attempt=0.3),
+        graceful_stop=0.2,
+        retry=RetryPolicy(max_attempts=2, backoff=FixedBackoff(0)),
+    )
+    run.start()
+    outcome = run.wait(60)
+    assert outcome.status is S.FAILED  # R2/R9: not lost
+    assert [a.failure.kind for a in outcome.attempts if a.failure] == [
+        FailureKind.TIMEOUT_ATTEMPT,
+        FailureKind.TIMEOUT_ATTEMPT,
+    ]
+    assert outcome.failure is not None
+    assert "SIGTERM" in outcome.failure.message
+    assert S.LOST not in {t.to_status for t in run.transitions}
+    assert S.STOPPING not in {t.to_status for t in run.transitions}
+    assert (S.RUNNING, S.RETRY_WAIT) in path(run)
+
+
+def test_os_exit_in_the_child_is_one_failed_attempt_with_the_exit_code(tasks: ModuleType) -> None:
+    outcome = run_task(
+        tasks.exit_hard,
+        3,
+        executor=ProcessExecutor(),
+        retry=RetryPolicy(max_attempts=2, backoff=FixedBackoff(0)),
+    )
+    assert outcome.status is S.FAILED
+    assert len(outcome.attempts) == 2  # retryable (R9)
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.NONZERO_EXIT
+    assert "exited with code 3" in outcome.failure.message
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
+def test_a_segfault_takes_only_the_child_down(tasks: ModuleType) -> None:
+    outcome = run_task(tasks.segfault, executor=ProcessExecutor())
+    assert outcome.status is S.FAILED
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.NONZERO_EXIT
+    assert "SIGSEGV" in outcome.failure.message
+    assert outcome.failure.retryable is True
+    assert run_task(tasks.square, 2, executor=ProcessExecutor()).ok  # the supervisor lives on
+
+
+def test_exceptions_and_invalid_results_come_back_with_their_kind(tasks: ModuleType) -> None:
+    outcome = run_task(
+        tasks.raise_value_error,
+        executor=ProcessExecutor(),
+        retry=RetryPolicy(max_attempts=3, backoff=FixedBackoff(0), give_up_on=(ValueError,)),
+    )
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.EXCEPTION
+    assert outcome.failure.message == "ValueError: bad input"
+    assert outcome.failure.retryable is False  # give_up_on applied to the child's exception
+    assert len(outcome.attempts) == 1
+    assert outcome.failure.traceback is not None
+    assert "raise_value_error" in outcome.failure.traceback
+    outcome = run_task(tasks.return_set, executor=ProcessExecutor())
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.RESULT_INVALID
+    assert "set" in outcome.failure.message

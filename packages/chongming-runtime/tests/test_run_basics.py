@@ -1,0 +1,389 @@
+"""TaskRun and run_task: starting, waiting, outcomes, options, listeners, executors (§3, §7)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from chongming_core import (
+    ConfigurationError,
+    FailureKind,
+    FakeClock,
+    FixedBackoff,
+    RetryPolicy,
+    TaskSnapshot,
+    TaskStatus,
+    Timeout,
+    Transition,
+    task,
+)
+from chongming_runtime import (
+    InlineExecutor,
+    TaskContext,
+    TaskOutcome,
+    TaskRun,
+    ThreadExecutor,
+    run_task,
+)
+from chongming_runtime.executors.inline import InlineExecutor as InlineFromModule
+from chongming_runtime.executors.thread import ThreadExecutor as ThreadFromModule
+
+S = TaskStatus
+HAPPY = [
+    (S.PENDING, S.QUEUED),
+    (S.QUEUED, S.STARTING),
+    (S.STARTING, S.RUNNING),
+    (S.RUNNING, S.SUCCEEDED),
+]
+
+
+def path(run: TaskRun) -> list[tuple[TaskStatus, TaskStatus]]:
+    return [(t.from_status, t.to_status) for t in run.transitions]
+
+
+def st(run: TaskRun) -> TaskStatus:
+    """The run's status, read afresh (keeps the type checker from narrowing it)."""
+    return run.status
+
+
+def timeout_kind(run: TaskRun) -> FailureKind | None:
+    """The timeout that expired in the current attempt, if any."""
+    attempt = run._attempt
+    assert attempt is not None
+    return attempt.timeout_kind
+
+
+def stop_flag(run: TaskRun) -> bool:
+    """Whether the current attempt's stop flag is set."""
+    attempt = run._attempt
+    assert attempt is not None
+    return attempt.control.stop_requested
+
+
+def add(ctx: TaskContext, a: int, *, b: int = 0) -> int:
+    ctx.checkpoint()
+    return a + b
+
+
+def test_run_task_returns_an_outcome_with_value_status_and_snapshot() -> None:
+    outcome = run_task(add, 2, b=3, task_id="job-1", name="抽取")
+    assert isinstance(outcome, TaskOutcome)
+    assert outcome.ok
+    assert outcome.status is S.SUCCEEDED
+    assert outcome.value == 5
+    assert outcome.failure is None
+    assert outcome.snapshot.task_id == "job-1"
+    assert outcome.snapshot.name == "抽取"
+    assert outcome.snapshot.executor == "thread"
+    assert outcome.snapshot.outcome == 5
+    assert [a.number for a in outcome.attempts] == [1]
+    assert outcome.attempts[0].status is S.SUCCEEDED
+
+
+def test_the_trajectory_of_a_successful_run_is_complete_and_versioned() -> None:
+    run = TaskRun(add, (1,), {"b": 1}, task_id="t")
+    assert st(run) is S.PENDING
+    run.start()
+    outcome = run.wait(10)
+    assert outcome.value == 2
+    assert path(run) == HAPPY
+    assert [t.status_version for t in run.transitions] == [1, 2, 3, 4]
+    assert [t.trigger for t in run.transitions] == [
+        "scheduler:queued",
+        "scheduler:dispatched",
+        "executor:launched",
+        "executor:returned",
+    ]
+    assert run.snapshot.status_version == 4
+
+
+def test_start_twice_is_an_error() -> None:
+    run = TaskRun(add, (1,), executor=InlineExecutor())
+    run.start()
+    with pytest.raises(ConfigurationError, match=r"already called"):
+        run.start()
+
+
+def test_wait_timeout_raises_the_builtin_timeout_error_and_changes_nothing() -> None:
+    release = threading.Event()
+
+    def body(ctx: TaskContext) -> str:
+        release.wait(10)
+        return "ok"
+
+    run = TaskRun(body)
+    run.start()
+    before = run.transitions
+    with pytest.raises(TimeoutError, match="wait\\(\\) changed nothing"):
+        run.wait(timeout=0.01)
+    assert run.transitions == before
+    assert st(run) is S.RUNNING
+    release.set()
+    assert run.wait(10).value == "ok"
+
+
+def test_the_default_executor_is_a_daemon_thread_per_attempt() -> None:
+    seen: dict[str, Any] = {}
+
+    def body(ctx: TaskContext) -> None:
+        current = threading.current_thread()
+        seen["daemon"] = current.daemon
+        seen["thread"] = current
+
+    run = TaskRun(body)
+    run.start()
+    run.wait(10)
+    assert seen["daemon"] is True
+    assert seen["thread"] is not threading.main_thread()
+    assert isinstance(run.executor, ThreadExecutor)
+    assert ThreadFromModule is ThreadExecutor
+    assert InlineFromModule is InlineExecutor
+
+
+def test_inline_executor_runs_in_the_caller_thread_before_start_returns() -> None:
+    seen: list[threading.Thread] = []
+
+    def body(ctx: TaskContext) -> int:
+        seen.append(threading.current_thread())
+        return 1
+
+    run = TaskRun(body, executor=InlineExecutor())
+    run.start()
+    assert st(run) is S.SUCCEEDED  # already terminal when start() returned
+    assert run.done
+    assert seen == [threading.current_thread()]
+    assert run.snapshot.executor == "inline"
+
+
+def test_async_bodies_run_to_completion_on_their_thread() -> None:
+    async def body(ctx: TaskContext, n: int) -> int:
+        total = 0
+        for index in range(n):
+            await ctx.acheckpoint()
+            await asyncio.sleep(0)
+            total += index
+        return total
+
+    assert run_task(body, 5).value == 10
+    assert run_task(body, 4, executor=InlineExecutor()).value == 6
+
+
+def test_async_body_stops_at_acheckpoint() -> None:
+    entered = threading.Event()
+
+    async def body(ctx: TaskContext) -> None:
+        entered.set()
+        while True:
+            await ctx.acheckpoint()
+            await asyncio.sleep(0.001)
+
+    run = TaskRun(body)
+    run.start()
+    assert entered.wait(10)
+    run.stop(reason="enough")
+    outcome = run.wait(10)
+    assert outcome.status is S.STOPPED
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.CANCELLED
+
+
+def test_an_exception_fails_the_attempt_with_kind_exception() -> None:
+    def body(ctx: TaskContext) -> None:
+        raise KeyError("missing")
+
+    run = TaskRun(body)
+    run.start()
+    outcome = run.wait(10)
+    assert outcome.status is S.FAILED
+    assert outcome.value is None
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.EXCEPTION
+    assert outcome.failure.exception_type == "KeyError"
+    assert outcome.failure.traceback is not None
+    assert "missing" in outcome.failure.traceback
+    assert path(run)[-1] == (S.RUNNING, S.FAILED)
+
+
+@pytest.mark.parametrize(
+    ("value", "type_name"),
+    [({1, 2, 3}, "set"), (object(), "object"), (float("nan"), "float"), (b"x", "bytes")],
+)
+def test_a_result_that_is_not_json_fails_with_result_invalid(value: Any, type_name: str) -> None:
+    outcome = run_task(
+        lambda ctx: value,
+        executor=InlineExecutor(),
+        retry=RetryPolicy(max_attempts=3, backoff=FixedBackoff(0)),
+    )
+    assert outcome.status is S.FAILED
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.RESULT_INVALID
+    assert type_name in outcome.failure.message
+    assert "pointer" in outcome.failure.message
+    assert outcome.failure.retryable is False
+    assert len(outcome.attempts) == 1  # not retried: it would fail the same way
+
+
+def test_per_call_options_override_the_task_spec() -> None:
+    @task(name="spec-name", tags={"io"}, retry=RetryPolicy(max_attempts=4), timeout=Timeout(idle=9))
+    def decorated(ctx: TaskContext) -> None:
+        """Does things."""
+
+    run = TaskRun(decorated)
+    snap = run.snapshot
+    assert (snap.name, snap.tags, snap.max_attempts) == ("spec-name", frozenset({"io"}), 4)
+    assert snap.description == "Does things."
+    assert run._timeout == Timeout(idle=9)
+
+    run = TaskRun(
+        decorated,
+        name="call-name",
+        label="标签",
+        tags={"cpu"},
+        retry=RetryPolicy(max_attempts=2),
+        timeout=Timeout(per_attempt=3),
+    )
+    snap = run.snapshot
+    assert (snap.name, snap.label, snap.tags, snap.max_attempts) == (
+        "call-name",
+        "标签",
+        frozenset({"cpu"}),
+        2,
+    )
+    assert run._timeout == Timeout(per_attempt=3)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"args": "abc"}, "args must be a tuple"),
+        ({"kwargs": [1]}, "kwargs must be a mapping"),
+        ({"retry": 3}, "retry must be a RetryPolicy"),
+        ({"timeout": 5}, "timeout must be a Timeout"),
+        ({"executor": object()}, "executor must be"),
+        ({"graceful_stop": -1}, "graceful_stop must be >= 0"),
+        ({"pause_timeout": 0}, "pause_timeout must be > 0"),
+        ({"tags": "io"}, "single string"),
+    ],
+)
+def test_bad_options_are_refused_with_a_clear_error(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigurationError, match=match):
+        TaskRun(add, **kwargs)
+
+
+def test_a_non_callable_body_is_refused() -> None:
+    with pytest.raises(ConfigurationError, match="callable"):
+        TaskRun(42)  # type: ignore[arg-type]
+
+
+class Recorder:
+    def __init__(self, run_lock_probe: TaskRun | None = None) -> None:
+        self.transitions: list[tuple[TaskStatus, TaskStatus, int]] = []
+        self.side: list[TaskSnapshot] = []
+        self.thread_ids: set[int] = set()
+
+    def on_transition(self, run: TaskRun, transition: Transition, snapshot: TaskSnapshot) -> None:
+        # Calling back into the run from a listener must not deadlock.
+        assert run.snapshot.status_version >= transition.status_version
+        self.transitions.append(
+            (transition.from_status, transition.to_status, snapshot.status_version)
+        )
+
+    def on_side_update(self, run: TaskRun, snapshot: TaskSnapshot) -> None:
+        self.side.append(snapshot)
+
+
+def test_listeners_see_every_transition_in_order_before_wait_returns() -> None:
+    recorder = Recorder()
+
+    def body(ctx: TaskContext) -> int:
+        for index in range(3):
+            ctx.checkpoint()
+            ctx.progress(index + 1, total=3)
+        return 3
+
+    run = TaskRun(body, listeners=[recorder])
+    run.start()
+    run.wait(10)
+    assert [(a, b) for a, b, _ in recorder.transitions] == HAPPY
+    assert [v for _, _, v in recorder.transitions] == [1, 2, 3, 4]
+    assert [s.progress.done for s in recorder.side if s.progress] == [1, 2, 3]
+    assert {s.status_version for s in recorder.side} == {3}  # side updates keep the version
+
+
+def test_a_listener_may_stop_the_run_from_its_callback() -> None:
+    entered = threading.Event()
+
+    class Stopper:
+        def on_transition(
+            self, run: TaskRun, transition: Transition, snapshot: TaskSnapshot
+        ) -> None:
+            if transition.to_status is S.RUNNING:
+                run.stop(reason="listener")
+
+        def on_side_update(self, run: TaskRun, snapshot: TaskSnapshot) -> None:
+            pass
+
+    def body(ctx: TaskContext) -> None:
+        entered.set()
+        while True:
+            ctx.checkpoint()
+            time.sleep(0.001)  # a slice of work
+
+    run = TaskRun(body, listeners=[Stopper()])
+    run.start()
+    outcome = run.wait(10)
+    assert outcome.status is S.STOPPED
+    assert path(run)[-2:] == [(S.RUNNING, S.STOPPING), (S.STOPPING, S.STOPPED)]
+
+
+def test_a_failing_listener_is_logged_and_does_not_break_the_run(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Broken:
+        def on_transition(
+            self, run: TaskRun, transition: Transition, snapshot: TaskSnapshot
+        ) -> None:
+            raise RuntimeError("listener bug")
+
+        def on_side_update(self, run: TaskRun, snapshot: TaskSnapshot) -> None:
+            pass
+
+    outcome = run_task_with_listener(Broken())
+    assert outcome.ok
+    assert "listener bug" in caplog.text
+
+
+def run_task_with_listener(listener: Any) -> TaskOutcome:
+    run = TaskRun(add, (1,), listeners=[listener], executor=InlineExecutor())
+    run.start()
+    return run.wait(1)
+
+
+def test_a_pre_created_snapshot_and_actor_are_used() -> None:
+    from chongming_core import StateMachine
+
+    clock = FakeClock()
+    machine = StateMachine.create("given-id", "given", max_attempts=1, clock=clock)
+    machine.mark_queued(actor="controller")
+    run = TaskRun(
+        add, (4,), machine=machine, actor="node-a", clock=clock, executor=InlineExecutor()
+    )
+    run.start()
+    assert run.task_id == "given-id"
+    assert st(run) is S.SUCCEEDED
+    assert {t.actor for t in run.transitions[1:]} == {"node-a"}
+    assert path(run) == HAPPY
+
+
+def test_admission_gates_every_attempt() -> None:
+    admitted: list[TaskRun] = []
+    run = TaskRun(add, (1,), admission=admitted.append)
+    run.start()
+    assert st(run) is S.QUEUED
+    assert admitted == [run]
+    run.dispatch()
+    assert run.wait(10).value == 1

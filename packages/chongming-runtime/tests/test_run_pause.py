@@ -1,0 +1,298 @@
+"""Pause and resume (§4.2, §4.3, R3): confirmed only at a checkpoint, no timeouts while paused."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from chongming_core import FailureKind, FakeClock, FixedBackoff, RetryPolicy, TaskStatus, Timeout
+from chongming_runtime import InlineExecutor, TaskContext, TaskRun
+
+S = TaskStatus
+
+
+def path(run: TaskRun) -> list[tuple[TaskStatus, TaskStatus]]:
+    return [(t.from_status, t.to_status) for t in run.transitions]
+
+
+def st(run: TaskRun) -> TaskStatus:
+    """The run's status, read afresh (keeps the type checker from narrowing it)."""
+    return run.status
+
+
+def timeout_kind(run: TaskRun) -> FailureKind | None:
+    """The timeout that expired in the current attempt, if any."""
+    attempt = run._attempt
+    assert attempt is not None
+    return attempt.timeout_kind
+
+
+def stop_flag(run: TaskRun) -> bool:
+    """Whether the current attempt's stop flag is set."""
+    attempt = run._attempt
+    assert attempt is not None
+    return attempt.control.stop_requested
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    tick = threading.Event()
+    for _ in range(int(timeout / 0.002)):
+        if predicate():
+            return
+        tick.wait(0.002)
+    raise AssertionError("condition not reached in time")
+
+
+def looping(entered: threading.Event) -> Callable[[TaskContext], None]:
+    def body(ctx: TaskContext) -> None:
+        entered.set()
+        while True:
+            ctx.checkpoint()
+            time.sleep(0.001)  # a slice of work
+
+    return body
+
+
+def in_thread(fn: Callable[[], bool]) -> tuple[threading.Thread, list[bool]]:
+    results: list[bool] = []
+    thread = threading.Thread(target=lambda: results.append(fn()), daemon=True)
+    thread.start()
+    return thread, results
+
+
+def test_pause_returns_true_only_once_suspended_and_resume_goes_back_to_running() -> None:
+    entered = threading.Event()
+    run = TaskRun(looping(entered))
+    run.start()
+    assert entered.wait(10)
+    assert run.pause(timeout=10) is True
+    assert st(run) is S.PAUSED
+    assert run.snapshot.paused_in_place is True
+    assert [t.trigger for t in run.transitions[-2:]] == ["control:pause", "runtime:paused"]
+    assert run.resume() is True
+    assert st(run) is S.RUNNING
+    assert run.transitions[-1].trigger == "control:resume"
+    assert run.resume() is False  # nothing to resume any more
+    run.stop()
+    run.wait(10)
+    assert path(run)[3:7] == [
+        (S.RUNNING, S.PAUSING),
+        (S.PAUSING, S.PAUSED),
+        (S.PAUSED, S.RUNNING),
+        (S.RUNNING, S.STOPPING),
+    ]
+
+
+def test_the_paused_body_really_waits_at_its_checkpoint() -> None:
+    counter = [0]
+    entered = threading.Event()
+
+    def body(ctx: TaskContext) -> None:
+        while True:
+            ctx.checkpoint()
+            counter[0] += 1
+            entered.set()
+            time.sleep(0.001)  # a slice of work
+
+    run = TaskRun(body)
+    run.start()
+    assert entered.wait(10)
+    assert run.pause(timeout=10)
+    frozen = counter[0]
+    threading.Event().wait(0.05)
+    assert counter[0] == frozen
+    run.resume()
+    wait_for(lambda: counter[0] > frozen)
+    run.stop()
+    assert run.wait(10).status is S.STOPPED
+
+
+def test_a_pause_window_without_checkpoint_is_aborted_and_returns_false() -> None:
+    clock = FakeClock()
+    entered = threading.Event()
+    release = threading.Event()
+
+    def body(ctx: TaskContext) -> str:
+        entered.set()
+        release.wait(30)  # busy, no checkpoint
+        return "done"
+
+    run = TaskRun(body, clock=clock, pause_timeout=5)
+    run.start()
+    assert entered.wait(10)
+    thread, results = in_thread(run.pause)
+    wait_for(lambda: run.status is S.PAUSING)
+    clock.advance(4.9)
+    assert st(run) is S.PAUSING
+    clock.advance(0.1)
+    thread.join(10)
+    assert results == [False]
+    assert st(run) is S.RUNNING
+    assert run.transitions[-1].trigger == "runtime:pause_aborted"
+    assert path(run)[-2:] == [(S.RUNNING, S.PAUSING), (S.PAUSING, S.RUNNING)]
+    assert not run._attempt.control.pause_requested  # type: ignore[union-attr]
+    release.set()
+    assert run.wait(10).value == "done"
+
+
+def test_a_body_that_returns_while_pausing_aborts_the_pause_then_succeeds() -> None:
+    clock = FakeClock()
+    entered = threading.Event()
+    release = threading.Event()
+
+    def body(ctx: TaskContext) -> int:
+        entered.set()
+        release.wait(30)
+        return 7
+
+    run = TaskRun(body, clock=clock)
+    run.start()
+    assert entered.wait(10)
+    thread, results = in_thread(lambda: run.pause(timeout=60))
+    wait_for(lambda: run.status is S.PAUSING)
+    release.set()
+    thread.join(10)
+    assert results == [False]
+    outcome = run.wait(10)
+    assert outcome.value == 7
+    assert path(run)[-3:] == [
+        (S.RUNNING, S.PAUSING),
+        (S.PAUSING, S.RUNNING),
+        (S.RUNNING, S.SUCCEEDED),
+    ]
+
+
+def test_resume_while_pausing_withdraws_the_pause() -> None:
+    entered = threading.Event()
+    release = threading.Event()
+
+    def body(ctx: TaskContext) -> str:
+        entered.set()
+        release.wait(30)
+        ctx.checkpoint()  # the pause was withdrawn: passes
+        return "ok"
+
+    run = TaskRun(body, clock=FakeClock())
+    run.start()
+    assert entered.wait(10)
+    thread, results = in_thread(run.pause)
+    wait_for(lambda: run.status is S.PAUSING)
+    assert run.resume() is True
+    thread.join(10)
+    assert results == [False]
+    assert run.transitions[-1].trigger == "control:resume"
+    release.set()
+    assert run.wait(10).value == "ok"
+
+
+def test_inline_executor_cannot_pause_and_says_so() -> None:
+    entered = threading.Event()
+    release = threading.Event()
+
+    def body(ctx: TaskContext) -> str:
+        entered.set()
+        release.wait(30)
+        ctx.checkpoint()
+        return "ok"
+
+    run = TaskRun(body, executor=InlineExecutor())
+    starter = threading.Thread(target=run.start, daemon=True)
+    starter.start()
+    assert entered.wait(10)
+    before = run.transitions
+    assert run.pause(timeout=1) is False
+    assert run.transitions == before
+    release.set()
+    starter.join(10)
+    assert st(run) is S.SUCCEEDED
+
+
+def test_pause_before_start_holds_nothing_and_resumes_to_queued_then_starts() -> None:
+    admitted: list[TaskRun] = []
+    run = TaskRun(lambda ctx: "ran", admission=admitted.append)
+    run.start()
+    assert st(run) is S.QUEUED
+    assert run.pause() is True  # immediate: nothing is running
+    assert st(run) is S.PAUSED
+    assert run.snapshot.paused_in_place is False
+    assert run.resume() is True
+    assert st(run) is S.QUEUED
+    assert len(admitted) == 2  # the scheduler is asked again
+    run.dispatch()
+    assert run.wait(10).value == "ran"
+    assert path(run) == [
+        (S.PENDING, S.QUEUED),
+        (S.QUEUED, S.PAUSED),
+        (S.PAUSED, S.QUEUED),
+        (S.QUEUED, S.STARTING),
+        (S.STARTING, S.RUNNING),
+        (S.RUNNING, S.SUCCEEDED),
+    ]
+
+
+def test_pause_during_retry_wait_cancels_the_backoff_and_resume_restarts() -> None:
+    clock = FakeClock()
+    attempts: list[int] = []
+
+    def body(ctx: TaskContext) -> str:
+        attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise RuntimeError("first fails")
+        return "second"
+
+    run = TaskRun(body, clock=clock, retry=RetryPolicy(max_attempts=2, backoff=FixedBackoff(30)))
+    run.start()
+    wait_for(lambda: run.status is S.RETRY_WAIT)
+    assert run.pause() is True
+    clock.advance(60)  # the backoff would have fired by now
+    assert st(run) is S.PAUSED
+    assert attempts == [1]
+    run.resume()
+    assert run.wait(10).value == "second"
+    assert path(run)[3:] == [
+        (S.RUNNING, S.RETRY_WAIT),
+        (S.RETRY_WAIT, S.PAUSED),
+        (S.PAUSED, S.QUEUED),
+        (S.QUEUED, S.STARTING),
+        (S.STARTING, S.RUNNING),
+        (S.RUNNING, S.SUCCEEDED),
+    ]
+
+
+def test_no_timeout_fires_while_paused() -> None:
+    clock = FakeClock()
+    entered = threading.Event()
+    run = TaskRun(looping(entered), clock=clock, timeout=Timeout(start=1, per_attempt=4, idle=3))
+    run.start()
+    assert entered.wait(10)
+    assert run.pause(timeout=10)
+    clock.advance(100)  # idle (3s), per-attempt (4s) and start (1s) would all have fired
+    assert st(run) is S.PAUSED
+    assert timeout_kind(run) is None
+    assert not stop_flag(run)
+    run.stop()
+    outcome = run.wait(10)
+    assert outcome.status is S.STOPPED
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.CANCELLED
+
+
+def test_per_attempt_counts_running_time_only_the_remainder_is_kept_across_a_pause() -> None:
+    clock = FakeClock()
+    entered = threading.Event()
+    run = TaskRun(looping(entered), clock=clock, timeout=Timeout(per_attempt=10))
+    run.start()
+    assert entered.wait(10)
+    clock.advance(2)  # 2s of running time
+    assert run.pause(timeout=10)
+    clock.advance(100)
+    run.resume()
+    clock.advance(7.9)  # 2 + 7.9 = 9.9s of running time
+    assert timeout_kind(run) is None
+    assert st(run) is S.RUNNING
+    clock.advance(0.1)  # 10s of running time: the per-attempt timeout fires
+    outcome = run.wait(10)
+    assert outcome.status is S.FAILED
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.TIMEOUT_ATTEMPT
