@@ -1,0 +1,435 @@
+"""Records <-> query parameters and rows, and the checks that run before anything is written.
+
+PostgreSQL cannot store the NUL character (U+0000) in ``text`` nor inside a
+``jsonb`` string, and JSON cannot carry NaN or infinities. Both are refused here
+with a `StoreError` that names the task and the field, before a statement is sent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from chongming_core import (
+    AttemptRecord,
+    Command,
+    Failure,
+    Progress,
+    StoreError,
+    TaskSnapshot,
+    TaskStatus,
+    Transition,
+)
+
+__all__ = [
+    "TASK_COLUMNS",
+    "command_from_row",
+    "command_params",
+    "dumps",
+    "snapshot_from_row",
+    "snapshot_params",
+    "touch_arrays",
+    "transition_arrays",
+    "transition_from_row",
+]
+
+#: The stored columns of a task row, in the order `snapshot_from_row` reads them.
+TASK_COLUMNS: tuple[str, ...] = (
+    "task_id",
+    "name",
+    "status",
+    "status_version",
+    "attempt",
+    "max_attempts",
+    "label",
+    "description",
+    "tags",
+    "priority",
+    "bucket",
+    "bucket_key",
+    "pipeline_id",
+    "node_id",
+    "progress",
+    "last_heartbeat_at",
+    "failure",
+    "outcome",
+    "created_at",
+    "updated_at",
+    "started_at",
+    "finished_at",
+    "retry_at",
+    "lease_owner",
+    "lease_until",
+    "executor",
+    "pid",
+    "paused_in_place",
+    "attempts",
+)
+
+_NUL = "\x00"
+
+
+def nul_error(what: str, *, task_id: str | None = None) -> StoreError:
+    """The error for a value holding U+0000 (`what` names the value, e.g. "task 'a' label")."""
+    return StoreError(
+        f"{what} contains a NUL byte (\\x00), which PostgreSQL cannot store; "
+        "remove it or replace it (for example with U+FFFD) before saving",
+        task_id=task_id,
+    )
+
+
+def check_text(value: str | None, what: str, *, task_id: str | None = None) -> None:
+    """Raise `StoreError` when `value` holds a NUL character."""
+    if value is not None and _NUL in value:
+        raise nul_error(what, task_id=task_id)
+
+
+def _holds_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return _NUL in value
+    if isinstance(value, Mapping):
+        return any(_holds_nul(k) or _holds_nul(v) for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return any(_holds_nul(v) for v in value)
+    return False
+
+
+def dumps(
+    value: Any, what: str, *, task_id: str | None = None, allow_nul: bool = False
+) -> str | None:
+    """`value` as compact JSON text for a ``json``/``jsonb`` column (None stays SQL NULL).
+
+    Args:
+        value: a JSON value.
+        what: names the value in messages.
+        task_id: the task it belongs to.
+        allow_nul: True for ``json`` columns, which keep ``\\u0000`` as text.
+
+    Raises:
+        StoreError: the value is not JSON (an object, NaN, an infinity), or it holds a
+            NUL and `allow_nul` is False (``jsonb`` cannot store one).
+    """
+    if value is None:
+        return None
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":"))
+    except (TypeError, ValueError) as exc:
+        raise StoreError(
+            f"{what} cannot be stored as JSON ({exc}); store only JSON values "
+            "(dict, list, str, int, finite float, bool, None)",
+            task_id=task_id,
+        ) from exc
+    # json.dumps escapes U+0000 as \u0000; confirm on the value (the text may be a literal).
+    if not allow_nul and "\\u0000" in text and _holds_nul(value):
+        raise nul_error(what, task_id=task_id)
+    return text
+
+
+def _time(value: datetime | None, what: str, *, task_id: str | None) -> datetime | None:
+    if value is not None and value.tzinfo is None:
+        raise StoreError(
+            f"{what} is a naive datetime ({value.isoformat()}); chongming stores "
+            "timezone-aware times only, attach a tzinfo (e.g. datetime.now(UTC))",
+            task_id=task_id,
+        )
+    return value
+
+
+def _fold(value: str | None) -> str:
+    return "" if value is None else value.casefold()
+
+
+def snapshot_params(s: TaskSnapshot) -> dict[str, Any]:
+    """The named parameters of an insert or update of `s` (checked for NUL and JSON)."""
+    tid = s.task_id
+    what = f"task {tid!r}"
+    check_text(tid, "task id", task_id=tid)
+    for field_name in ("name", "label", "description", "bucket_key", "pipeline_id", "node_id"):
+        check_text(getattr(s, field_name), f"{what} {field_name}", task_id=tid)
+    for field_name in ("lease_owner", "executor"):
+        check_text(getattr(s, field_name), f"{what} {field_name}", task_id=tid)
+    tags = sorted(s.tags)
+    for tag in tags:
+        check_text(tag, f"{what} tag {tag!r}", task_id=tid)
+    times = {
+        name: _time(getattr(s, name), f"{what} {name}", task_id=tid)
+        for name in (
+            "last_heartbeat_at",
+            "created_at",
+            "updated_at",
+            "started_at",
+            "finished_at",
+            "retry_at",
+            "lease_until",
+        )
+    }
+    return {
+        "task_id": tid,
+        "name": s.name,
+        "status": s.status.value,
+        "status_version": s.status_version,
+        "attempt": s.attempt,
+        "max_attempts": s.max_attempts,
+        "label": s.label,
+        "description": s.description,
+        "tags": tags,
+        "priority": s.priority,
+        "bucket": s.bucket,
+        "bucket_key": s.bucket_key,
+        "pipeline_id": s.pipeline_id,
+        "node_id": s.node_id,
+        "progress": progress_json(s.progress, tid),
+        "failure": dumps(
+            None if s.failure is None else s.failure.to_dict(), f"{what} failure", task_id=tid
+        ),
+        "outcome": dumps(s.outcome, f"{what} outcome", task_id=tid, allow_nul=True),
+        "lease_owner": s.lease_owner,
+        "executor": s.executor,
+        "pid": s.pid,
+        "paused_in_place": s.paused_in_place,
+        "attempts": dumps([a.to_dict() for a in s.attempts], f"{what} attempts", task_id=tid),
+        "id_fold": _fold(tid),
+        "name_fold": _fold(s.name),
+        "label_fold": _fold(s.label),
+        **times,
+    }
+
+
+def progress_json(progress: Progress | None, task_id: str) -> str | None:
+    """The ``progress`` column value of a task."""
+    if progress is None:
+        return None
+    what = f"task {task_id!r} progress"
+    return dumps(progress.to_dict(), what, task_id=task_id, allow_nul=True)
+
+
+def snapshot_from_row(row: Sequence[Any]) -> TaskSnapshot:
+    """The snapshot of a row selected with `TASK_COLUMNS`."""
+    (
+        task_id,
+        name,
+        status,
+        status_version,
+        attempt,
+        max_attempts,
+        label,
+        description,
+        tags,
+        priority,
+        bucket,
+        bucket_key,
+        pipeline_id,
+        node_id,
+        progress,
+        last_heartbeat_at,
+        failure,
+        outcome,
+        created_at,
+        updated_at,
+        started_at,
+        finished_at,
+        retry_at,
+        lease_owner,
+        lease_until,
+        executor,
+        pid,
+        paused_in_place,
+        attempts,
+    ) = row
+    return TaskSnapshot(
+        task_id=task_id,
+        name=name,
+        status=TaskStatus(status),
+        status_version=status_version,
+        attempt=attempt,
+        max_attempts=max_attempts,
+        label=label,
+        description=description,
+        tags=frozenset(tags or ()),
+        priority=priority,
+        bucket=bucket,
+        bucket_key=bucket_key,
+        pipeline_id=pipeline_id,
+        node_id=node_id,
+        progress=None if progress is None else Progress.from_dict(progress),
+        last_heartbeat_at=last_heartbeat_at,
+        failure=None if failure is None else Failure.from_dict(failure),
+        outcome=outcome,
+        created_at=created_at,
+        updated_at=updated_at,
+        started_at=started_at,
+        finished_at=finished_at,
+        retry_at=retry_at,
+        lease_owner=lease_owner,
+        lease_until=lease_until,
+        executor=executor,
+        pid=pid,
+        paused_in_place=paused_in_place,
+        attempts=tuple(AttemptRecord.from_dict(a) for a in attempts or ()),
+    )
+
+
+def transition_arrays(transitions: Iterable[Transition]) -> dict[str, list[Any]]:
+    """Column arrays of `transitions` for an ``unnest`` insert (checked for NUL).
+
+    Rows are sorted by ``(task_id, status_version)`` (stably, so the first of two equal
+    keys still wins): concurrent appends of overlapping rows then take their locks in
+    the same order and cannot deadlock.
+    """
+    arrays: dict[str, list[Any]] = {
+        "t_task_id": [],
+        "t_version": [],
+        "t_from": [],
+        "t_to": [],
+        "t_trigger": [],
+        "t_actor": [],
+        "t_reason": [],
+        "t_at": [],
+    }
+    ordered = sorted(transitions, key=lambda t: (t.task_id, t.status_version))
+    for t in ordered:
+        what = f"transition {t.status_version} of task {t.task_id!r}"
+        check_text(t.task_id, "task id", task_id=t.task_id)
+        check_text(t.trigger, f"{what}: trigger", task_id=t.task_id)
+        check_text(t.actor, f"{what}: actor", task_id=t.task_id)
+        check_text(t.reason, f"{what}: reason", task_id=t.task_id)
+        arrays["t_task_id"].append(t.task_id)
+        arrays["t_version"].append(t.status_version)
+        arrays["t_from"].append(t.from_status.value)
+        arrays["t_to"].append(t.to_status.value)
+        arrays["t_trigger"].append(t.trigger)
+        arrays["t_actor"].append(t.actor)
+        arrays["t_reason"].append(t.reason)
+        arrays["t_at"].append(_time(t.at, f"{what}: at", task_id=t.task_id))
+    return arrays
+
+
+def transition_from_row(row: Sequence[Any]) -> Transition:
+    """A transition from ``(task_id, from, to, trigger, actor, reason, version, at)``."""
+    task_id, from_status, to_status, trigger, actor, reason, version, at = row
+    return Transition(
+        task_id=task_id,
+        from_status=TaskStatus(from_status),
+        to_status=TaskStatus(to_status),
+        trigger=trigger,
+        actor=actor,
+        reason=reason,
+        status_version=version,
+        at=at,
+    )
+
+
+def command_params(c: Command) -> dict[str, Any]:
+    """The named parameters of a command insert (checked for NUL)."""
+    what = f"command {c.command_id!r}"
+    check_text(c.command_id, "command id", task_id=c.task_id)
+    for field_name in ("task_id", "action", "issued_by", "reason", "claimed_by", "result"):
+        check_text(getattr(c, field_name), f"{what} {field_name}", task_id=c.task_id)
+    return {
+        "command_id": c.command_id,
+        "task_id": c.task_id,
+        "action": c.action,
+        "issued_by": c.issued_by,
+        "issued_at": _time(c.issued_at, f"{what} issued_at", task_id=c.task_id),
+        "reason": c.reason,
+        "bucket": c.bucket,
+        "claimed_by": c.claimed_by,
+        "lease_until": _time(c.lease_until, f"{what} lease_until", task_id=c.task_id),
+        "completed_at": _time(c.completed_at, f"{what} completed_at", task_id=c.task_id),
+        "result": c.result,
+    }
+
+
+#: The stored columns of a command row, in the order `command_from_row` reads them.
+COMMAND_COLUMNS: tuple[str, ...] = (
+    "command_id",
+    "task_id",
+    "action",
+    "issued_by",
+    "issued_at",
+    "reason",
+    "bucket",
+    "claimed_by",
+    "lease_until",
+    "completed_at",
+    "result",
+)
+
+
+def command_from_row(row: Sequence[Any]) -> Command:
+    """The command of a row selected with `COMMAND_COLUMNS`."""
+    (
+        command_id,
+        task_id,
+        action,
+        issued_by,
+        issued_at,
+        reason,
+        bucket,
+        claimed_by,
+        lease_until,
+        completed_at,
+        result,
+    ) = row[: len(COMMAND_COLUMNS)]
+    return Command(
+        command_id=command_id,
+        task_id=task_id,
+        action=action,
+        issued_by=issued_by,
+        issued_at=issued_at,
+        reason=reason,
+        bucket=bucket,
+        claimed_by=claimed_by,
+        lease_until=lease_until,
+        completed_at=completed_at,
+        result=result,
+    )
+
+
+def touch_arrays(merged: dict[str, dict[str, Any]]) -> dict[str, list[Any]]:
+    """Column arrays for the `TOUCH` statement (``set_*`` flags say which fields change)."""
+    arrays: dict[str, list[Any]] = {
+        key: []
+        for key in (
+            "task_id",
+            "set_progress",
+            "progress",
+            "set_heartbeat",
+            "heartbeat_at",
+            "set_lease_owner",
+            "lease_owner",
+            "set_lease_until",
+            "lease_until",
+            "set_pid",
+            "pid",
+        )
+    }
+    for task_id in sorted(merged):  # a fixed order: concurrent touches lock rows alike
+        fields = merged[task_id]
+        progress = fields.get("progress")
+        owner = fields.get("lease_owner")
+        check_text(owner, f"task {task_id!r} lease_owner", task_id=task_id)
+        for when in ("heartbeat_at", "lease_until"):
+            moment = fields.get(when)
+            if moment is not None and moment.tzinfo is None:
+                raise StoreError(
+                    f"task {task_id!r} {when} is a naive datetime; chongming stores "
+                    "timezone-aware times only",
+                    task_id=task_id,
+                )
+        arrays["task_id"].append(task_id)
+        arrays["set_progress"].append("progress" in fields)
+        arrays["progress"].append(
+            progress_json(progress, task_id) if isinstance(progress, Progress) else None
+        )
+        arrays["set_heartbeat"].append("heartbeat_at" in fields)
+        arrays["heartbeat_at"].append(fields.get("heartbeat_at"))
+        arrays["set_lease_owner"].append("lease_owner" in fields)
+        arrays["lease_owner"].append(owner)
+        arrays["set_lease_until"].append("lease_until" in fields)
+        arrays["lease_until"].append(fields.get("lease_until"))
+        arrays["set_pid"].append("pid" in fields)
+        arrays["pid"].append(fields.get("pid"))
+    return arrays

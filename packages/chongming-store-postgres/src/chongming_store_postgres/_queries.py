@@ -1,0 +1,461 @@
+"""Every statement `PostgresTaskStore` runs, as named templates, and the `TaskQuery` filter.
+
+Templates name tables as ``{tasks}``, ``{transitions}``, ``{commands}`` (filled with
+`psycopg.sql.Identifier` for the store's schema) and take every value as a named
+parameter ``%(name)s``. `Statements` renders them once per store.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, LiteralString
+
+from psycopg import sql
+
+from chongming_core import TaskQuery
+from chongming_store_postgres._codec import COMMAND_COLUMNS, TASK_COLUMNS
+from chongming_store_postgres._schema import table_names
+
+__all__ = ["Statements", "task_filter"]
+
+_SEARCH_COLUMNS = ("id_fold", "name_fold", "label_fold")
+_CASTS: dict[str, LiteralString] = {
+    "tags": "::text[]",
+    "progress": "::json",
+    "failure": "::jsonb",
+    "outcome": "::json",
+    "attempts": "::jsonb",
+    "last_heartbeat_at": "::timestamptz",
+    "created_at": "::timestamptz",
+    "updated_at": "::timestamptz",
+    "started_at": "::timestamptz",
+    "finished_at": "::timestamptz",
+    "retry_at": "::timestamptz",
+    "lease_until": "::timestamptz",
+}
+
+#: The transitions passed as column arrays (see `_codec.transition_arrays`).
+_TRANSITION_ROWS: Final = """
+    unnest(%(t_task_id)s::text[], %(t_version)s::bigint[], %(t_from)s::text[], %(t_to)s::text[],
+           %(t_trigger)s::text[], %(t_actor)s::text[], %(t_reason)s::text[],
+           %(t_at)s::timestamptz[])
+        AS t(task_id, status_version, from_status, to_status, trigger, actor, reason, at)"""
+
+_TRANSITION_INSERT: Final = """
+    INSERT INTO {transitions}
+        (task_id, status_version, from_status, to_status, trigger, actor, reason, at)"""
+
+#: Create a task and its first transitions in one statement. Returns
+#: ``(inserted, stored_version)``: the version is that of the existing row on a conflict.
+CREATE_TASK: Final = (
+    """
+WITH inserted AS (
+    INSERT INTO {tasks} ({insert_columns}) VALUES ({insert_values})
+    ON CONFLICT (task_id) DO NOTHING
+    RETURNING task_id
+), appended AS ("""
+    + _TRANSITION_INSERT
+    + """
+    SELECT t.* FROM"""
+    + _TRANSITION_ROWS
+    + """
+    WHERE EXISTS (SELECT 1 FROM inserted)
+    ON CONFLICT DO NOTHING
+)
+SELECT EXISTS (SELECT 1 FROM inserted),
+       (SELECT status_version FROM {tasks} WHERE task_id = %(task_id)s)
+"""
+)
+
+#: Compare-and-set: replace the snapshot only at ``expect_version`` and append the
+#: transitions only if it was replaced. Returns ``(replaced, version_seen)``.
+SAVE_TASK: Final = (
+    """
+WITH updated AS (
+    UPDATE {tasks} SET {update_assignments}
+    WHERE task_id = %(task_id)s AND status_version = %(expect_version)s
+    RETURNING task_id
+), appended AS ("""
+    + _TRANSITION_INSERT
+    + """
+    SELECT t.* FROM"""
+    + _TRANSITION_ROWS
+    + """
+    WHERE EXISTS (SELECT 1 FROM updated)
+    ON CONFLICT DO NOTHING
+)
+SELECT EXISTS (SELECT 1 FROM updated),
+       (SELECT status_version FROM {tasks} WHERE task_id = %(task_id)s)
+"""
+)
+
+#: A group commit of writes to distinct tasks in one statement: creates and compare-and-set
+#: saves from column arrays (``w``), then the transitions of the writes that were applied.
+#: Returns ``(applied, version_seen)`` per write, in the order given.
+SAVE_BATCH: Final = (
+    """
+WITH w AS (
+    SELECT * FROM unnest(%(b_ord)s::integer[], %(b_expect)s::bigint[], {batch_arrays})
+        AS w(ord, expect_version, {batch_names})
+), created AS (
+    INSERT INTO {tasks} ({insert_columns})
+    SELECT {batch_values} FROM w WHERE w.expect_version IS NULL ORDER BY w.ord
+    ON CONFLICT (task_id) DO NOTHING
+    RETURNING task_id
+), updated AS (
+    UPDATE {tasks} AS k SET {batch_assignments}
+    FROM w
+    WHERE w.expect_version IS NOT NULL
+      AND k.task_id = w.task_id AND k.status_version = w.expect_version
+    RETURNING k.task_id
+), applied AS (
+    SELECT task_id FROM created UNION ALL SELECT task_id FROM updated
+), appended AS ("""
+    + _TRANSITION_INSERT
+    + """
+    SELECT t.task_id, t.status_version, t.from_status, t.to_status, t.trigger, t.actor,
+           t.reason, t.at
+    FROM unnest(%(t_owner)s::text[], %(t_task_id)s::text[], %(t_version)s::bigint[],
+                %(t_from)s::text[], %(t_to)s::text[], %(t_trigger)s::text[],
+                %(t_actor)s::text[], %(t_reason)s::text[], %(t_at)s::timestamptz[])
+        AS t(owner, task_id, status_version, from_status, to_status, trigger, actor, reason, at)
+    WHERE t.owner IN (SELECT task_id FROM applied)
+    ON CONFLICT DO NOTHING
+)
+SELECT w.task_id IN (SELECT task_id FROM applied),
+       (SELECT status_version FROM {tasks} AS k WHERE k.task_id = w.task_id)
+FROM w ORDER BY w.ord
+"""
+)
+
+#: The latest committed version of a task (a new statement sees what a waiting one did not).
+TASK_VERSION: Final = "SELECT status_version FROM {tasks} WHERE task_id = %(task_id)s"
+
+#: One snapshot.
+GET_TASK: Final = "SELECT {task_columns} FROM {tasks} WHERE task_id = %(task_id)s"
+
+#: Snapshots matching a filter, in creation order.
+QUERY_TASKS: Final = """
+SELECT {task_columns} FROM {tasks} WHERE {where}
+ORDER BY seq {direction} LIMIT %(limit)s OFFSET %(offset)s"""
+
+#: Tasks per status.
+STATUS_COUNTS: Final = "SELECT status, count(*) FROM {tasks} WHERE {where} GROUP BY status"
+
+#: Tasks per bucket (tasks without a bucket are not counted).
+BUCKET_COUNTS: Final = """
+SELECT bucket, count(*) FROM {tasks} WHERE {where} AND bucket IS NOT NULL GROUP BY bucket"""
+
+#: Idempotent append: a ``(task_id, status_version)`` already stored is skipped.
+APPEND: Final = (
+    _TRANSITION_INSERT + " SELECT t.* FROM" + _TRANSITION_ROWS + " ON CONFLICT DO NOTHING"
+)
+
+#: A task's trajectory.
+HISTORY: Final = """
+SELECT task_id, from_status, to_status, trigger, actor, reason, status_version, at
+FROM {transitions} WHERE task_id = %(task_id)s ORDER BY status_version"""
+
+#: The side path: each field is set only where its ``set_*`` flag is true. Never touches
+#: ``status_version``. Returns the ids of the tasks that exist.
+TOUCH: Final = """
+UPDATE {tasks} AS k SET
+    progress = CASE WHEN u.set_progress THEN u.progress ELSE k.progress END,
+    last_heartbeat_at = CASE WHEN u.set_heartbeat THEN u.heartbeat_at
+                             ELSE k.last_heartbeat_at END,
+    lease_owner = CASE WHEN u.set_lease_owner THEN u.lease_owner ELSE k.lease_owner END,
+    lease_until = CASE WHEN u.set_lease_until THEN u.lease_until ELSE k.lease_until END,
+    pid = CASE WHEN u.set_pid THEN u.pid ELSE k.pid END
+FROM unnest(%(task_id)s::text[],
+            %(set_progress)s::boolean[], %(progress)s::json[],
+            %(set_heartbeat)s::boolean[], %(heartbeat_at)s::timestamptz[],
+            %(set_lease_owner)s::boolean[], %(lease_owner)s::text[],
+            %(set_lease_until)s::boolean[], %(lease_until)s::timestamptz[],
+            %(set_pid)s::boolean[], %(pid)s::bigint[])
+    AS u(task_id, set_progress, progress, set_heartbeat, heartbeat_at, set_lease_owner,
+         lease_owner, set_lease_until, lease_until, set_pid, pid)
+WHERE k.task_id = u.task_id
+RETURNING k.task_id"""
+
+#: Store a command once (idempotent on its id) and NOTIFY listeners when it is new.
+SUBMIT_COMMAND: Final = """
+WITH inserted AS (
+    INSERT INTO {commands} ({command_columns}) VALUES ({command_values})
+    ON CONFLICT (command_id) DO NOTHING
+    RETURNING command_id
+)
+SELECT pg_notify(%(channel)s, command_id) FROM inserted"""
+
+#: Lease the oldest claimable commands. ``SKIP LOCKED`` lets many nodes claim at once:
+#: rows another claimer is leasing right now are skipped instead of waited for.
+CLAIM_COMMANDS: Final = """
+WITH picked AS (
+    SELECT command_id FROM {commands}
+    WHERE completed_at IS NULL
+      AND (claimed_by IS NULL OR lease_until IS NULL OR lease_until <= %(now)s)
+      AND (%(task_ids)s::text[] IS NULL OR task_id = ANY(%(task_ids)s::text[]))
+      AND (%(buckets)s::bigint[] IS NULL OR bucket = ANY(%(buckets)s::bigint[]))
+    ORDER BY seq
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {commands} AS c SET claimed_by = %(owner)s, lease_until = %(until)s
+FROM picked WHERE c.command_id = picked.command_id
+RETURNING {claimed_columns}, c.seq"""
+
+#: After a lost connection: the commands the lost claim had leased (same owner, same
+#: lease end), so the retry hands them over instead of leaving them stuck until expiry.
+CLAIMED_BY_LOST_ATTEMPT: Final = """
+SELECT {command_columns}, seq FROM {commands}
+WHERE claimed_by = %(owner)s AND lease_until = %(until)s AND completed_at IS NULL
+  AND (%(task_ids)s::text[] IS NULL OR task_id = ANY(%(task_ids)s::text[]))
+  AND (%(buckets)s::bigint[] IS NULL OR bucket = ANY(%(buckets)s::bigint[]))
+ORDER BY seq LIMIT %(limit)s"""
+
+#: Mark a held, incomplete command done.
+COMPLETE_COMMAND: Final = """
+UPDATE {commands} SET completed_at = %(now)s, result = %(result)s, lease_until = NULL
+WHERE command_id = %(command_id)s AND claimed_by = %(owner)s AND completed_at IS NULL
+RETURNING command_id"""
+
+#: Give a held, incomplete command back.
+RELEASE_COMMAND: Final = """
+UPDATE {commands} SET claimed_by = NULL, lease_until = NULL
+WHERE command_id = %(command_id)s AND claimed_by = %(owner)s AND completed_at IS NULL
+RETURNING command_id"""
+
+#: One command (to tell, after a lost connection, whether a write had been applied).
+GET_COMMAND: Final = "SELECT {command_columns} FROM {commands} WHERE command_id = %(command_id)s"
+
+#: Commands for inspection, oldest first.
+LIST_COMMANDS: Final = """
+SELECT {command_columns} FROM {commands}
+WHERE (%(task_id)s::text IS NULL OR task_id = %(task_id)s::text)
+  AND (%(include_complete)s OR completed_at IS NULL)
+ORDER BY seq LIMIT %(limit)s"""
+
+#: Delete all but the most recently finished terminal tasks, their histories and commands.
+PRUNE: Final = """
+WITH doomed AS (
+    SELECT task_id FROM {tasks}
+    WHERE status = ANY(%(terminal)s::text[])
+    ORDER BY COALESCE(finished_at, updated_at, created_at, '1970-01-01T00:00:00Z') DESC, seq DESC
+    OFFSET %(keep)s
+), gone_history AS (
+    DELETE FROM {transitions} WHERE task_id IN (SELECT task_id FROM doomed)
+), gone_commands AS (
+    DELETE FROM {commands} WHERE task_id IN (SELECT task_id FROM doomed)
+)
+DELETE FROM {tasks} WHERE task_id IN (SELECT task_id FROM doomed)"""
+
+#: One archiver per schema at a time, so no transition is written to two files.
+LOCK_ARCHIVE: Final = "SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 0))"
+
+#: The transitions `archive` moves: all but the last of each terminal task finished
+#: before the cut-off, in creation order of the tasks.
+ARCHIVE_SELECT: Final = """
+SELECT task_id, from_status, to_status, trigger, actor, reason, status_version, at FROM (
+    SELECT tr.*, k.seq,
+           max(tr.status_version) OVER (PARTITION BY tr.task_id) AS last_version
+    FROM {transitions} AS tr JOIN {tasks} AS k USING (task_id)
+    WHERE k.status = ANY(%(terminal)s::text[])
+      AND k.finished_at IS NOT NULL AND k.finished_at < %(before)s
+) AS candidates
+WHERE status_version < last_version
+ORDER BY seq, status_version"""
+
+#: Delete archived transitions by key.
+ARCHIVE_DELETE: Final = """
+DELETE FROM {transitions} AS tr
+USING unnest(%(task_ids)s::text[], %(versions)s::bigint[]) AS d(task_id, status_version)
+WHERE tr.task_id = d.task_id AND tr.status_version = d.status_version"""
+
+
+#: The element type of each task column when a batch passes it as an array. Tags travel as
+#: one JSON list per task (PostgreSQL arrays cannot be ragged).
+BATCH_TYPES: dict[str, LiteralString] = {
+    **dict.fromkeys(
+        (
+            "task_id",
+            "name",
+            "status",
+            "label",
+            "description",
+            "bucket_key",
+            "pipeline_id",
+            "node_id",
+            "lease_owner",
+            "executor",
+            "id_fold",
+            "name_fold",
+            "label_fold",
+        ),
+        "text",
+    ),
+    **dict.fromkeys(
+        ("status_version", "attempt", "max_attempts", "priority", "bucket", "pid"), "bigint"
+    ),
+    **dict.fromkeys(("tags", "progress", "outcome"), "json"),
+    **dict.fromkeys(("failure", "attempts"), "jsonb"),
+    **dict.fromkeys(
+        (
+            "last_heartbeat_at",
+            "created_at",
+            "updated_at",
+            "started_at",
+            "finished_at",
+            "retry_at",
+            "lease_until",
+        ),
+        "timestamptz",
+    ),
+    "paused_in_place": "boolean",
+}
+
+
+def _batch_value(name: str) -> sql.Composable:
+    if name == "tags":
+        return sql.SQL("ARRAY(SELECT json_array_elements_text(w.tags))")
+    return sql.Identifier("w", name)
+
+
+def _join(names: tuple[str, ...], prefix: str = "") -> sql.Composed:
+    if prefix:
+        return sql.SQL(", ").join(sql.Identifier(prefix, n) for n in names)
+    return sql.SQL(", ").join(sql.Identifier(n) for n in names)
+
+
+def _values(names: tuple[str, ...], casts: dict[str, LiteralString]) -> sql.Composed:
+    return sql.SQL(", ").join(
+        sql.SQL("{}{}").format(sql.Placeholder(n), sql.SQL(casts.get(n, ""))) for n in names
+    )
+
+
+class Statements:
+    """The rendered statements of one schema (rendered once; each is `bytes` for psycopg)."""
+
+    def __init__(self, schema: str) -> None:
+        insert_columns = (*TASK_COLUMNS, *_SEARCH_COLUMNS)
+        self._names: dict[str, sql.Composable] = {
+            **table_names(schema),
+            "task_columns": _join(TASK_COLUMNS),
+            "insert_columns": _join(insert_columns),
+            "insert_values": _values(insert_columns, _CASTS),
+            "update_assignments": sql.SQL(", ").join(
+                sql.SQL("{} = {}{}").format(
+                    sql.Identifier(n),
+                    sql.Placeholder(n),
+                    sql.SQL(_CASTS.get(n, "")),
+                )
+                for n in insert_columns
+                if n != "task_id"
+            ),
+            "batch_arrays": sql.SQL(", ").join(
+                sql.SQL("{}::{}[]").format(sql.Placeholder(f"b_{n}"), sql.SQL(BATCH_TYPES[n]))
+                for n in insert_columns
+            ),
+            "batch_names": _join(insert_columns),
+            "batch_values": sql.SQL(", ").join(_batch_value(n) for n in insert_columns),
+            "batch_assignments": sql.SQL(", ").join(
+                sql.SQL("{} = {}").format(sql.Identifier(n), _batch_value(n))
+                for n in insert_columns
+                if n != "task_id"
+            ),
+            "command_columns": _join(COMMAND_COLUMNS),
+            "claimed_columns": _join(COMMAND_COLUMNS, "c"),
+            "command_values": _values(COMMAND_COLUMNS, {"issued_at": "::timestamptz"}),
+        }
+        self.create_task = self.render(CREATE_TASK)
+        self.save_task = self.render(SAVE_TASK)
+        self.save_batch = self.render(SAVE_BATCH)
+        self.task_version = self.render(TASK_VERSION)
+        self.get_task = self.render(GET_TASK)
+        self.append = self.render(APPEND)
+        self.history = self.render(HISTORY)
+        self.touch = self.render(TOUCH)
+        self.submit_command = self.render(SUBMIT_COMMAND)
+        self.claim_commands = self.render(CLAIM_COMMANDS)
+        self.claimed_by_lost_attempt = self.render(CLAIMED_BY_LOST_ATTEMPT)
+        self.complete_command = self.render(COMPLETE_COMMAND)
+        self.release_command = self.render(RELEASE_COMMAND)
+        self.get_command = self.render(GET_COMMAND)
+        self.list_commands = self.render(LIST_COMMANDS)
+        self.prune = self.render(PRUNE)
+        self.lock_archive = self.render(LOCK_ARCHIVE)
+        self.archive_select = self.render(ARCHIVE_SELECT)
+        self.archive_delete = self.render(ARCHIVE_DELETE)
+
+    def render(self, template: LiteralString, **extra: sql.Composable) -> bytes:
+        """`template` with the schema's identifiers (and `extra` fragments) filled in."""
+        composed = sql.SQL(template).format(**self._names, **extra)
+        return composed.as_bytes(None)
+
+    def filtered(self, template: LiteralString, where: sql.Composable, newest_first: bool) -> bytes:
+        """A query template (`QUERY_TASKS`, `STATUS_COUNTS`, ...) with its WHERE clause."""
+        direction = sql.SQL("DESC" if newest_first else "ASC")
+        return self.render(template, where=where, direction=direction)
+
+
+def task_filter(query: TaskQuery) -> tuple[sql.Composable, dict[str, Any]] | None:
+    """The WHERE clause and parameters of `query`, or None when nothing can match.
+
+    Text holding U+0000 can never be stored, so a filter on such text matches nothing.
+    """
+    parts: list[sql.Composable] = []
+    params: dict[str, Any] = {}
+    q = query
+
+    def text_ok(value: str) -> bool:
+        return "\x00" not in value
+
+    if q.statuses is not None:
+        parts.append(sql.SQL("status = ANY(%(statuses)s::text[])"))
+        params["statuses"] = sorted(s.value for s in q.statuses)
+    if q.name_prefix is not None:
+        if not text_ok(q.name_prefix):
+            return None
+        parts.append(sql.SQL("name LIKE %(name_prefix)s"))
+        params["name_prefix"] = _like_escape(q.name_prefix) + "%"
+    if q.tag is not None:
+        if not text_ok(q.tag):
+            return None
+        parts.append(sql.SQL("tags @> ARRAY[%(tag)s::text]"))
+        params["tag"] = q.tag
+    if q.bucket is not None:
+        parts.append(sql.SQL("bucket = %(bucket)s"))
+        params["bucket"] = q.bucket
+    if q.buckets is not None:
+        parts.append(sql.SQL("bucket = ANY(%(buckets)s::bigint[])"))
+        params["buckets"] = sorted(q.buckets)
+    if q.task_ids is not None:
+        parts.append(sql.SQL("task_id = ANY(%(task_ids)s::text[])"))
+        params["task_ids"] = sorted(t for t in q.task_ids if text_ok(t))
+    if q.lease_owner is not None:
+        if not text_ok(q.lease_owner):
+            return None
+        parts.append(sql.SQL("lease_owner = %(lease_owner)s"))
+        params["lease_owner"] = q.lease_owner
+    if q.lease_expired_before is not None:
+        parts.append(sql.SQL("(lease_until IS NULL OR lease_until < %(lease_expired_before)s)"))
+        params["lease_expired_before"] = q.lease_expired_before
+    if q.pipeline_id is not None:
+        if not text_ok(q.pipeline_id):
+            return None
+        parts.append(sql.SQL("pipeline_id = %(pipeline_id)s"))
+        params["pipeline_id"] = q.pipeline_id
+    if q.search is not None:
+        if not text_ok(q.search):
+            return None
+        parts.append(
+            sql.SQL(
+                "(strpos(id_fold, %(search)s) > 0 OR strpos(name_fold, %(search)s) > 0"
+                " OR strpos(label_fold, %(search)s) > 0)"
+            )
+        )
+        params["search"] = q.search.casefold()
+    where = sql.SQL(" AND ").join(parts) if parts else sql.SQL("true")
+    return where, params
+
+
+def _like_escape(text: str) -> str:
+    """`text` as a literal LIKE pattern (the default escape character is the backslash)."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")

@@ -1,0 +1,546 @@
+"""`PostgresTaskStore`: one store and one command channel shared by many machines.
+
+It keeps the `TaskStore` contract exactly as `SqliteTaskStore` does; what differs:
+
+1. **A connection pool.** Every call borrows a connection from a
+   `psycopg_pool.ConnectionPool` for one statement (or one transaction) and
+   gives it back, so threads work in parallel instead of queueing on one file
+   lock. A pooled connection that died while idle (server restart, an
+   administrator's ``pg_terminate_backend``) is noticed at checkout by a
+   readability poll of its socket, costing a round trip only when the socket has
+   data. A call that loses its connection anyway is retried once on a fresh one
+   when repeating it is safe: reads, idempotent writes (append, touch,
+   submit_command), and compare-and-set writes, whose retry reports success when
+   the stored row proves the first attempt committed. Nothing is ever applied twice.
+2. **SKIP LOCKED.** `claim_commands` is one ``UPDATE`` over
+   ``SELECT ... FOR UPDATE SKIP LOCKED``: claimers on many nodes lease disjoint
+   commands at the same time and never wait for each other's row locks.
+3. **Native types.** ``timestamptz`` for every time (instants are kept; they come
+   back in UTC), ``text[]`` tags with a GIN index, ``jsonb`` for failure and
+   attempts, ``json`` for outcome and progress (jsonb would rewrite the user's
+   numbers, e.g. 1.5e300 as a 301-digit integer), a ``bigint`` identity for
+   creation order, and indexes for every `TaskQuery` filter.
+4. **NUL bytes.** PostgreSQL cannot store U+0000 in ``text`` or ``jsonb``: such a
+   value is refused with a `StoreError` naming the task and field before any
+   statement is sent. (The ``json`` columns, outcome and progress, keep it.)
+5. **LISTEN/NOTIFY.** `submit_command` notifies `notify_channel` when it commits;
+   `wait_for_commands` blocks on a dedicated connection until one arrives, so a
+   controller need not poll the command table.
+
+Example::
+
+    store = PostgresTaskStore("postgresql://app:pw@db.internal:5432/chongming")
+    controller = Controller(store=store, owner="node-a")
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import threading
+import uuid
+from collections.abc import Callable, Collection, Iterable, Sequence
+from datetime import datetime, timedelta
+from typing import Any, TypeVar
+
+import psycopg
+import psycopg_pool
+
+from chongming_core import (
+    UNSET,
+    Command,
+    ConcurrencyConflict,
+    ConfigurationError,
+    Progress,
+    SnapshotWrite,
+    StoreError,
+    TaskQuery,
+    TaskSnapshot,
+    TaskStatus,
+    TaskStore,
+    TouchUpdate,
+    Transition,
+)
+from chongming_store_postgres import _queries as Q
+from chongming_store_postgres import _writes as W
+from chongming_store_postgres._codec import (
+    check_text,
+    command_from_row,
+    command_params,
+    snapshot_from_row,
+    touch_arrays,
+    transition_arrays,
+    transition_from_row,
+)
+from chongming_store_postgres._dsn import (
+    Target,
+    dsn_secrets,
+    parse_dsn,
+    redact_dsn,
+    validate_options,
+)
+from chongming_store_postgres._listen import CommandListener, channel_name
+from chongming_store_postgres._runner import Conn, Runner
+from chongming_store_postgres._schema import ensure_schema
+from chongming_store_postgres._translate import ErrorContext
+
+__all__ = ["PostgresTaskStore"]
+
+_T = TypeVar("_T")
+
+
+class PostgresTaskStore(TaskStore):
+    """A `TaskStore` in PostgreSQL, shared by every process and machine that opens the DSN.
+
+    The tables live in `schema` (created with the tables on first connect; a role
+    without DDL rights uses existing tables). Thread-safe.
+
+    Example::
+
+        store = PostgresTaskStore("postgresql://app:pw@db:5432/tasks", schema="chongming")
+
+    Args:
+        dsn: a libpq connection string, URL (``postgresql://...``) or key=value form.
+        schema: the schema that holds the tables.
+        min_size: connections the pool keeps open.
+        max_size: connections the pool may open (the most calls that run at once).
+        connect_timeout: seconds to wait for a connection before raising `StoreError`
+            (libpq counts whole seconds, and at least 2, for opening one connection).
+        application_name: shown in ``pg_stat_activity`` (default: the DSN's, else
+            ``chongming-<pid>-<random>``, unique per store).
+
+    Raises:
+        ConfigurationError: an argument cannot work (bad DSN syntax, schema, sizes).
+        StoreError: the server cannot be reached or the tables cannot be set up.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        schema: str = "chongming",
+        min_size: int = 1,
+        max_size: int = 10,
+        connect_timeout: float = 10.0,
+        application_name: str | None = None,
+    ) -> None:
+        if not isinstance(dsn, str):
+            raise ConfigurationError(f"dsn must be a str, got {type(dsn).__name__}")
+        self._redacted = redact_dsn(dsn)
+        validate_options(schema, min_size, max_size, connect_timeout, self._redacted)
+        try:
+            params = parse_dsn(dsn)
+        except ValueError as exc:
+            raise ConfigurationError(
+                f"cannot parse the DSN {self._redacted!r}: {exc}; write it as "
+                "'postgresql://user:password@host:5432/dbname' or 'host=... dbname=...'"
+            ) from None
+        self._schema = schema
+        self._closed = False
+        self._close_lock = threading.Lock()
+        self._application_name = (
+            application_name
+            or params.get("application_name")
+            or f"chongming-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        )
+        self._errors = ErrorContext(
+            store=f"PostgresTaskStore({self._redacted!r}, schema={schema!r})",
+            target=Target.of(params),
+            schema=schema,
+            secrets=dsn_secrets(dsn),
+            connect_timeout=connect_timeout,
+        )
+        options = " ".join(filter(None, [params.get("options"), "-c TimeZone=UTC"]))
+        self._connect_kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "application_name": self._application_name,
+            "connect_timeout": max(2, math.ceil(connect_timeout)),
+            "options": options,
+        }
+        self._dsn = dsn
+        self._q = Q.Statements(schema)
+        self._channel = channel_name(schema)
+        self._bootstrap()
+        self._pool: psycopg_pool.ConnectionPool[Conn] = psycopg_pool.ConnectionPool(
+            dsn,
+            kwargs=self._connect_kwargs,
+            min_size=min_size,
+            max_size=max_size,
+            open=False,
+            name=f"chongming:{schema}",
+            timeout=connect_timeout,
+        )
+        self._pool.open(wait=False)
+        self._runner = Runner(self._pool, self._errors, max_size, lambda: self._closed)
+        self._listener = CommandListener(self._channel, self._connect)
+
+    def __repr__(self) -> str:
+        state = " closed" if self._closed else ""
+        return f"PostgresTaskStore({self._redacted!r}, schema={self._schema!r}){state}"
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def schema(self) -> str:
+        """The schema that holds the tables."""
+        return self._schema
+
+    @property
+    def application_name(self) -> str:
+        """The ``application_name`` of this store's connections (see ``pg_stat_activity``)."""
+        return self._application_name
+
+    @property
+    def notify_channel(self) -> str:
+        """The LISTEN/NOTIFY channel that `submit_command` notifies."""
+        return self._channel
+
+    # ------------------------------------------------------------------ connections
+    def _connect(self) -> Conn:
+        conn: Conn = psycopg.connect(self._dsn, **self._connect_kwargs)
+        return conn
+
+    def _bootstrap(self) -> None:
+        """Open a first connection and create or migrate the tables."""
+        error: StoreError
+        try:
+            conn = self._connect()
+        except psycopg.Error as exc:
+            error, cause = self._errors.connect_failed(exc), self._errors.cause(exc)
+        else:
+            try:
+                with conn:
+                    ensure_schema(conn, self._schema, self._errors.target.describe())
+                return
+            except (psycopg.Error, UnicodeError) as exc:
+                error = self._errors.failed(exc, f"setting up schema {self._schema!r}")
+                cause = self._errors.cause(exc)
+        raise error from cause
+
+    def _run(self, action: str, body: Callable[[Conn, bool], _T]) -> _T:
+        """Run `body(conn, retrying)` on a pooled connection (see `Runner.run`)."""
+        self._check_open()
+        return self._runner.run(action, body)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreError(
+                f"{self._errors.store} is closed; create a new PostgresTaskStore to keep working"
+            )
+
+    # ------------------------------------------------------------------ snapshots
+    def _write(self, writes: Sequence[SnapshotWrite], action: str) -> list[ConcurrencyConflict]:
+        self._check_open()
+        prepared = W.prepare(writes, self._q)  # refuses bad values before anything is sent
+        if not prepared:
+            return []
+
+        def body(conn: Conn, retrying: bool) -> list[ConcurrencyConflict | None]:
+            return W.apply_writes(conn, self._q, writes, prepared, retrying)
+
+        return [c for c in self._run(action, body) if c is not None]
+
+    def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
+        """See `TaskStore.create`."""
+        write = SnapshotWrite(snapshot, None, tuple(transitions))
+        for conflict in self._write([write], f"creating task {snapshot.task_id!r}"):
+            raise conflict
+
+    def save(
+        self,
+        snapshot: TaskSnapshot,
+        *,
+        expect_version: int,
+        transitions: Sequence[Transition] = (),
+    ) -> None:
+        """See `TaskStore.save`. One statement: compare, replace and append at once."""
+        write = SnapshotWrite(snapshot, expect_version, tuple(transitions))
+        for conflict in self._write([write], f"saving task {snapshot.task_id!r}"):
+            raise conflict
+
+    def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+        """See `TaskStore.save_many`. One transaction (one statement for distinct tasks)."""
+        return self._write(list(writes), f"saving {len(writes)} tasks")
+
+    def get(self, task_id: str) -> TaskSnapshot | None:
+        """See `TaskStore.get`."""
+        self._check_open()
+        if "\x00" in task_id:
+            return None  # no stored id can hold a NUL
+
+        def body(conn: Conn, retrying: bool) -> TaskSnapshot | None:
+            row = conn.execute(self._q.get_task, {"task_id": task_id}).fetchone()
+            return None if row is None else snapshot_from_row(row)
+
+        return self._run(f"reading task {task_id!r}", body)
+
+    def _filtered(
+        self, template: Any, query: TaskQuery | None, action: str
+    ) -> list[tuple[Any, ...]]:
+        q = query or TaskQuery()
+        self._check_open()
+        built = Q.task_filter(q)
+        if built is None:
+            return []
+        where, params = built
+        statement = self._q.filtered(template, where, q.newest_first)
+        params.update(limit=q.limit, offset=q.offset)
+
+        def body(conn: Conn, retrying: bool) -> list[tuple[Any, ...]]:
+            return conn.execute(statement, params).fetchall()
+
+        return self._run(action, body)
+
+    def query(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
+        """See `TaskStore.query`."""
+        rows = self._filtered(Q.QUERY_TASKS, query, "querying tasks")
+        return [snapshot_from_row(row) for row in rows]
+
+    def status_counts(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
+        """See `TaskStore.status_counts`."""
+        rows = self._filtered(Q.STATUS_COUNTS, query, "counting tasks by status")
+        return {TaskStatus(status): int(count) for status, count in rows}
+
+    def bucket_counts(self, query: TaskQuery | None = None) -> dict[int, int]:
+        """See `TaskStore.bucket_counts`."""
+        rows = self._filtered(Q.BUCKET_COUNTS, query, "counting tasks by bucket")
+        return {int(bucket): int(count) for bucket, count in rows}
+
+    # ------------------------------------------------------------------ audit trail
+    def append(self, transitions: Iterable[Transition]) -> None:
+        """See `TaskStore.append`."""
+        self._check_open()
+        records = list(transitions)
+        params = transition_arrays(records)
+        if not records:
+            return
+
+        def body(conn: Conn, retrying: bool) -> None:
+            conn.execute(self._q.append, params)
+
+        self._run(f"appending {len(records)} transitions", body)
+
+    def history(self, task_id: str) -> list[Transition]:
+        """See `TaskStore.history`."""
+        self._check_open()
+        if "\x00" in task_id:
+            return []
+
+        def body(conn: Conn, retrying: bool) -> list[Transition]:
+            rows = conn.execute(self._q.history, {"task_id": task_id}).fetchall()
+            return [transition_from_row(row) for row in rows]
+
+        return self._run(f"reading the history of task {task_id!r}", body)
+
+    # ------------------------------------------------------------------ side path
+    def touch(
+        self,
+        task_id: str,
+        *,
+        progress: Progress | None = None,
+        heartbeat_at: datetime | None = None,
+        lease_owner: str | None = None,
+        lease_until: datetime | None = None,
+        pid: int | None = None,
+    ) -> bool:
+        """See `TaskStore.touch`."""
+        update = TouchUpdate(
+            task_id,
+            progress=UNSET if progress is None else progress,
+            heartbeat_at=UNSET if heartbeat_at is None else heartbeat_at,
+            lease_owner=UNSET if lease_owner is None else lease_owner,
+            lease_until=UNSET if lease_until is None else lease_until,
+            pid=UNSET if pid is None else pid,
+        )
+        return self.touch_many([update]) == 1
+
+    def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
+        """See `TaskStore.touch_many`. One statement: every update or none is applied."""
+        self._check_open()
+        merged: dict[str, dict[str, Any]] = {}
+        for update in updates:
+            if "\x00" in update.task_id:
+                continue  # cannot exist
+            fields = merged.setdefault(update.task_id, {})
+            for name in ("progress", "heartbeat_at", "lease_owner", "lease_until", "pid"):
+                value = getattr(update, name)
+                if value is not UNSET:
+                    fields[name] = value
+        if not merged:
+            return 0
+        params = touch_arrays(merged)
+
+        def body(conn: Conn, retrying: bool) -> set[str]:
+            return {row[0] for row in conn.execute(self._q.touch, params).fetchall()}
+
+        found = self._run(f"touching {len(merged)} tasks", body)
+        return sum(1 for update in updates if update.task_id in found)
+
+    # ------------------------------------------------------------------ commands
+    def submit_command(self, command: Command) -> None:
+        """See `TaskStore.submit_command`. Notifies `notify_channel` when the command is new."""
+        self._check_open()
+        params = command_params(command)
+        params["channel"] = self._channel
+
+        def body(conn: Conn, retrying: bool) -> None:
+            conn.execute(self._q.submit_command, params)
+
+        self._run(f"submitting command {command.command_id!r}", body)
+
+    def claim_commands(
+        self,
+        owner: str,
+        *,
+        now: datetime,
+        lease_seconds: float,
+        limit: int = 100,
+        task_ids: Collection[str] | None = None,
+        buckets: Collection[int] | None = None,
+    ) -> list[Command]:
+        """See `TaskStore.claim_commands`. Concurrent claimers skip each other's locked rows.
+
+        When the connection is lost during the claim, it is retried once, and the retry
+        also returns the commands the lost attempt had leased (same owner, same lease end).
+        """
+        self._check_open()
+        check_text(owner, "claim_commands owner")
+        if now.tzinfo is None:
+            raise StoreError("claim_commands: now must be a timezone-aware datetime")
+        params: dict[str, Any] = {
+            "owner": owner,
+            "now": now,
+            "until": now + timedelta(seconds=lease_seconds),
+            "limit": max(0, limit),
+            "task_ids": None
+            if task_ids is None
+            else sorted(t for t in task_ids if "\x00" not in t),
+            "buckets": None if buckets is None else sorted(buckets),
+        }
+
+        def body(conn: Conn, retrying: bool) -> list[Command]:
+            rows: list[tuple[Any, ...]] = []
+            if retrying:  # the lost attempt may have committed its leases: hand them over
+                rows = conn.execute(self._q.claimed_by_lost_attempt, params).fetchall()
+            more = {**params, "limit": params["limit"] - len(rows)}
+            rows += conn.execute(self._q.claim_commands, more).fetchall()
+            rows.sort(key=lambda row: int(row[-1]))
+            return [command_from_row(row) for row in rows]
+
+        return self._run(f"claiming commands for {owner!r}", body)
+
+    def complete_command(self, command_id: str, *, owner: str, now: datetime, result: str) -> bool:
+        """See `TaskStore.complete_command`."""
+        self._check_open()
+        check_text(result, f"result of command {command_id!r}")
+        if "\x00" in command_id or "\x00" in owner:
+            return False
+        params = {"command_id": command_id, "owner": owner, "now": now, "result": result}
+
+        def body(conn: Conn, retrying: bool) -> bool:
+            if conn.execute(self._q.complete_command, params).fetchone() is not None:
+                return True
+            if not retrying:
+                return False
+            # The lost attempt may have committed: it did if the row shows exactly its write.
+            found = self._command(conn, command_id)
+            return (
+                found is not None
+                and found.claimed_by == owner
+                and found.completed_at == now
+                and found.result == result
+            )
+
+        return self._run(f"completing command {command_id!r}", body)
+
+    def release_command(self, command_id: str, *, owner: str) -> bool:
+        """See `TaskStore.release_command`."""
+        self._check_open()
+        if "\x00" in command_id or "\x00" in owner:
+            return False
+        params = {"command_id": command_id, "owner": owner}
+
+        def body(conn: Conn, retrying: bool) -> bool:
+            if conn.execute(self._q.release_command, params).fetchone() is not None:
+                return True
+            if not retrying:
+                return False
+            found = self._command(conn, command_id)  # released by the lost attempt?
+            return found is not None and found.claimed_by is None and not found.is_complete
+
+        return self._run(f"releasing command {command_id!r}", body)
+
+    def _command(self, conn: Conn, command_id: str) -> Command | None:
+        row = conn.execute(self._q.get_command, {"command_id": command_id}).fetchone()
+        return None if row is None else command_from_row(row)
+
+    def commands(
+        self,
+        *,
+        task_id: str | None = None,
+        include_complete: bool = True,
+        limit: int | None = None,
+    ) -> list[Command]:
+        """See `TaskStore.commands`."""
+        self._check_open()
+        if task_id is not None and "\x00" in task_id:
+            return []
+        params = {
+            "task_id": task_id,
+            "include_complete": bool(include_complete),
+            "limit": None if limit is None else max(0, limit),
+        }
+
+        def body(conn: Conn, retrying: bool) -> list[Command]:
+            rows = conn.execute(self._q.list_commands, params).fetchall()
+            return [command_from_row(row) for row in rows]
+
+        return self._run("listing commands", body)
+
+    def wait_for_commands(self, timeout: float) -> bool:
+        """Block until a command is submitted to this store's schema, or `timeout` passes.
+
+        Returns True when a notification arrived (or the listening connection was lost,
+        so one may have been missed): call `claim_commands` then. The first call opens
+        the listening connection; call ``wait_for_commands(0)`` once before the first
+        claim so that no command submitted in between is missed.
+
+        Raises:
+            StoreError: the listening connection cannot be opened.
+        """
+        self._check_open()
+        try:
+            return self._listener.wait(timeout)
+        except psycopg.Error as exc:
+            error, cause = self._errors.connect_failed(exc), self._errors.cause(exc)
+        raise error from cause
+
+    # ------------------------------------------------------------------ housekeeping
+    def prune(self, keep_terminal: int) -> int:
+        """See `TaskStore.prune`."""
+        keep = W.validate_keep(keep_terminal)
+        self._check_open()
+
+        def body(conn: Conn, retrying: bool) -> int:
+            return W.prune(conn, self._q, keep)
+
+        return self._run(f"pruning to {keep} terminal tasks", body)
+
+    def archive(self, *, finished_before: datetime, path: str | os.PathLike[str]) -> int:
+        """See `TaskStore.archive`."""
+        self._check_open()
+        if finished_before.tzinfo is None:
+            raise StoreError("archive: finished_before must be a timezone-aware datetime")
+
+        def body(conn: Conn, retrying: bool) -> int:
+            return W.archive(conn, self._q, self._schema, finished_before, path)
+
+        return self._run(f"archiving history to {os.fspath(path)!r}", body)
+
+    def close(self) -> None:
+        """See `TaskStore.close`. Closes the pool and the listening connection."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._listener.close()
+        self._pool.close(timeout=5.0)
