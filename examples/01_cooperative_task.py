@@ -8,8 +8,7 @@ from __future__ import annotations
 import threading
 import time
 
-from chongming_core import FailureKind, TaskStatus
-from chongming_runtime import TaskContext, TaskRun
+from chongming_task import FailureKind, TaskContext, TaskRun, TaskStatus
 
 
 def copy_rows(ctx: TaskContext, rows: int) -> int:

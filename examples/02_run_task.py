@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from chongming_core import FailureKind, TaskStatus, task
-from chongming_runtime import TaskContext, run_task
+from chongming_task import FailureKind, TaskContext, TaskStatus, run_task, task
 
 
 @task(tags={"io"})

@@ -8,8 +8,7 @@ from __future__ import annotations
 import threading
 import time
 
-from chongming_core import TaskStatus
-from chongming_runtime import TaskContext, TaskRun
+from chongming_task import TaskContext, TaskRun, TaskStatus
 
 
 def main() -> None:

@@ -9,8 +9,16 @@ import functools
 import time
 from collections.abc import Callable
 
-from chongming_core import FakeClock, FixedBackoff, RetryPolicy, TaskStatus
-from chongming_runtime import InlineExecutor, TaskContext, TaskRun, run_task
+from chongming_task import (
+    FakeClock,
+    FixedBackoff,
+    InlineExecutor,
+    RetryPolicy,
+    TaskContext,
+    TaskRun,
+    TaskStatus,
+    run_task,
+)
 
 
 def flaky(ctx: TaskContext) -> str:

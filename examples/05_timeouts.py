@@ -12,8 +12,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from chongming_core import FailureKind, FakeClock, TaskStatus, Timeout
-from chongming_runtime import TaskContext, TaskRun
+from chongming_task import FailureKind, FakeClock, TaskContext, TaskRun, TaskStatus, Timeout
 
 
 def wait_until(predicate: Callable[[], bool]) -> None:

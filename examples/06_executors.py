@@ -8,8 +8,14 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from chongming_core import TaskStatus
-from chongming_runtime import InlineExecutor, TaskContext, TaskRun, ThreadExecutor, run_task
+from chongming_task import (
+    InlineExecutor,
+    TaskContext,
+    TaskRun,
+    TaskStatus,
+    ThreadExecutor,
+    run_task,
+)
 
 
 def where(ctx: TaskContext) -> str:

@@ -12,8 +12,16 @@ import os
 import signal
 import time
 
-from chongming_core import ConfigurationError, FailureKind, TaskStatus, task
-from chongming_runtime import ProcessExecutor, TaskContext, TaskRun, run_task
+from chongming_task import (
+    ConfigurationError,
+    FailureKind,
+    ProcessExecutor,
+    TaskContext,
+    TaskRun,
+    TaskStatus,
+    run_task,
+    task,
+)
 
 
 @task

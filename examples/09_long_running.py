@@ -13,11 +13,22 @@ Run: python examples/09_long_running.py
 
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
 import time
+from pathlib import Path
 
-from chongming_core import FailureKind, TaskCancelled, TaskStatus, task
-from chongming_runtime import TaskContext, TaskRun
+from chongming_task import (
+    Controller,
+    FailureKind,
+    SqliteTaskStore,
+    TaskCancelled,
+    TaskContext,
+    TaskRun,
+    TaskStatus,
+    task,
+)
 
 
 @task
@@ -94,6 +105,36 @@ def main() -> None:
     assert outcome.status is TaskStatus.LOST  # honest: the thread may still be running
     assert outcome.failure.kind is FailureKind.LOST
     release.set()
+
+    through_the_controller()
+
+
+def through_the_controller() -> None:
+    """The same worker managed by a Controller on a SQLite file: pause, resume, stop."""
+    folder = Path(os.environ.get("CHONGMING_EXAMPLE_TMP") or tempfile.mkdtemp())
+    controller = Controller(store=SqliteTaskStore(folder / "workers.db"), owner="node-a")
+    controller.register("worker", worker)
+    run = controller.submit("worker", "kafka://orders", task_id="orders-worker")
+    deadline = time.monotonic() + 10
+    while run.status is not TaskStatus.RUNNING:
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    # everyday "hold on a moment" is pause/resume, not stop: stop is final
+    assert controller.pause("orders-worker") is True  # confirmed: suspended at a checkpoint
+    assert controller.active_count == 1  # a paused task keeps its slot
+    assert controller.resume("orders-worker") is True
+    assert controller.stop("orders-worker", reason="发布窗口") is True
+    outcome = controller.wait("orders-worker", timeout=10)
+    print(f"{'managed':>8}: {outcome.status.value:<9} value={outcome.value}")
+    assert outcome.status is TaskStatus.SUCCEEDED
+    assert isinstance(outcome.value, int)
+    statuses = [t.to_status for t in controller.history("orders-worker")]
+    assert TaskStatus.PAUSED in statuses
+    assert statuses[-2:] == [TaskStatus.STOPPING, TaskStatus.SUCCEEDED]
+    stored = controller.store.get("orders-worker")  # durable before wait() returned
+    assert stored is not None
+    assert stored.outcome == outcome.value
+    controller.close(close_store=True)
 
 
 if __name__ == "__main__":

@@ -78,7 +78,7 @@ def tenant_report(ctx: Any, tenant: str) -> dict[str, str]:
 def open_store(location: str) -> TaskStore:
     """One store handle per node (each process opens its own)."""
     if location.startswith(("postgresql://", "postgres://")):
-        from chongming_task import PostgresTaskStore  # noqa: PLC0415 - optional extra
+        from chongming_task import PostgresTaskStore
 
         schema = os.environ.get("CHONGMING_EXAMPLE_SCHEMA", "chongming")
         return PostgresTaskStore(location, schema=schema)

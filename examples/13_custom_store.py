@@ -164,7 +164,7 @@ class TestCountingTaskStore(StoreContract):
 
 def main() -> None:
     """Run the contract suite against `CountingTaskStore` and report."""
-    import pytest  # noqa: PLC0415 - only needed to run the suite
+    import pytest
 
     code = pytest.main([__file__, "-q", "-p", "no:cacheprovider", "--no-header"])
     print(f"contract suite exit code: {int(code)}")
