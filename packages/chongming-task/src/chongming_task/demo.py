@@ -1,59 +1,155 @@
-"""``make demo``: drive one task through a real trajectory and print every transition.
+"""``make demo``: the product's main job on the embedded default store.
 
-Run it with ``python -m chongming_task.demo``.
+Run it with ``python -m chongming_task.demo``. It creates a SQLite database under
+``./.demo/``, runs a small pipeline in-process through the library, then drives a
+long-running worker through the command line (``python -m chongming_cli``):
+starts it in one process, pauses, resumes and stops it from others, and ends by
+printing ``ps``, ``stats`` and the worker's ``history``. The database is left for
+you to inspect (``chongming-task --db .demo/tasks.db dashboard``).
 """
 
 from __future__ import annotations
 
-from chongming_core import (
-    Failure,
-    FailureKind,
-    InvalidTransition,
-    StateMachine,
-    TaskStatus,
-)
+import importlib
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from chongming_core import TaskSnapshot, TaskStatus
+from chongming_runtime import Controller, Pipeline
+from chongming_store_sqlite import SqliteTaskStore
+
+WORKER_ID = "orders-worker"
+S = TaskStatus
 
 
-def _print_trajectory(machine: StateMachine) -> None:
-    for record in machine.transitions:
-        reason = f"  ({record.reason})" if record.reason else ""
-        print(
-            f"  v{record.status_version:<2} {record.from_status.value:>10} -> "
-            f"{record.to_status.value:<10} {record.trigger:<26} by {record.actor}{reason}"
-        )
+def _cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """One ``chongming-task`` command, echoed and printed like a terminal session."""
+    shown = " ".join(a if " " not in a else repr(a) for a in args)
+    print(f"\n$ chongming-task --db {db} {shown}")
+    done = subprocess.run(
+        [sys.executable, "-m", "chongming_cli", "--db", str(db), *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    print((done.stdout + done.stderr).rstrip())
+    print(f"(exit code {done.returncode})")
+    return done
+
+
+def _wait_for(
+    db: Path, task_id: str, predicate: Callable[[TaskSnapshot], bool], timeout: float = 20
+) -> TaskSnapshot:
+    deadline = time.monotonic() + timeout
+    with SqliteTaskStore(db) as store:
+        while time.monotonic() < deadline:
+            snapshot = store.get(task_id)
+            if snapshot is not None and predicate(snapshot):
+                return snapshot
+            time.sleep(0.05)
+    raise TimeoutError(f"task {task_id!r} did not get there within {timeout:g}s")
+
+
+def _fresh_database() -> Path:
+    folder = Path(".demo")
+    folder.mkdir(exist_ok=True)
+    db = folder / "tasks.db"
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    return db
+
+
+def run_pipeline(db: Path) -> None:
+    """extract -> transform -> load, in-process, on the same SQLite file the CLI uses."""
+    try:
+        demo_tasks = importlib.import_module("chongming_cli.demo_tasks")
+    except ImportError as exc:
+        raise SystemExit(
+            f"the demo drives the command line, which is not installed ({exc}); install it "
+            'with: pip install "chongming-task[cli]"'
+        ) from exc
+    print("1. A pipeline, run in-process through the library (extract -> transform -> load)")
+    with SqliteTaskStore(db) as store:
+        controller = Controller(store=store, owner="demo-pipeline")
+        controller.register_module(demo_tasks)
+        pipeline = Pipeline("nightly")
+        extract = pipeline.node("extract", "2026-10-02", node_id="extract", label="抽取")
+        transform = pipeline.node("transform", node_id="transform", depends_on=[extract])
+        pipeline.node("load", node_id="load", depends_on=[transform], label="装载")
+        try:
+            outcome = controller.submit_pipeline(pipeline).wait(30)
+        finally:
+            controller.close()
+    print(f"   pipeline {outcome.status.value}:")
+    for node_id, node in outcome.nodes.items():
+        print(f"   - {node_id}: {node.status.value}, value {node.value!r}")
+
+
+def drive_worker(db: Path) -> int:
+    """Start the worker with ``run`` in one process, control it from others."""
+    print("\n2. A long-running worker, started by `chongming-task run` in its own process")
+    runner = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "chongming_cli",
+            "--db",
+            str(db),
+            "run",
+            "worker",
+            "--tasks",
+            "chongming_cli.demo_tasks",
+            "--task-id",
+            WORKER_ID,
+            "--label",
+            "订单同步",
+            "--arg",
+            "source=demo://orders",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        _wait_for(db, WORKER_ID, lambda s: s.status is S.RUNNING and s.progress is not None)
+        print("   ... and controlled from other processes:")
+        _cli(db, "pause", WORKER_ID)
+        _wait_for(db, WORKER_ID, lambda s: s.status is S.PAUSED)
+        _cli(db, "status", WORKER_ID)
+        _cli(db, "resume", WORKER_ID)
+        _wait_for(db, WORKER_ID, lambda s: s.status is S.RUNNING)
+        _cli(db, "stop", WORKER_ID, "--reason", "demo finished")
+        output, _ = runner.communicate(timeout=30)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.communicate()
+    print("\n   the `run` process ended with:")
+    print("   " + output.rstrip().replace("\n", "\n   "))
+    print(f"   (exit code {runner.returncode})")
+    return runner.returncode
 
 
 def main() -> None:
-    """Walk a task through retry, pause, resume and a refused move, printing the trajectory."""
-    machine = StateMachine.create("demo-1", "extract", max_attempts=2, label="抽取")
-    machine.mark_queued(actor="scheduler")
-    machine.mark_starting(executor="thread", actor="scheduler")
-    machine.mark_running(actor="executor")
-    machine.mark_retry_wait(
-        Failure.of(FailureKind.EXCEPTION, "ConnectionError: upstream reset"), actor="runtime"
-    )
-    machine.mark_starting(executor="thread", actor="scheduler")
-    machine.mark_running(actor="executor")
-    machine.mark_pausing(actor="ops", reason="release window")
-    machine.mark_paused(actor="runtime")
-    machine.resume(actor="ops")
-    machine.mark_succeeded(outcome={"rows": 42}, actor="executor")
-
-    snapshot = machine.snapshot
-    print(f"task {snapshot.task_id} ({snapshot.label}) — trajectory:")
-    _print_trajectory(machine)
+    """Pipeline, worker, controls, then the tables; under a minute."""
+    db = _fresh_database()
+    run_pipeline(db)
+    drive_worker(db)
+    print("\n3. A task that fails: `run` exits 3 (the command worked, the task did not succeed)")
+    _cli(db, "run", "fail", "--tasks", "chongming_cli.demo_tasks", "--task-id", "flaky-source")
+    print("\n4. What the store holds now")
+    _cli(db, "ps")
+    _cli(db, "stats")
+    _cli(db, "history", WORKER_ID)
     print(
-        f"final: {snapshot.status.value}, attempt {snapshot.attempt}/{snapshot.max_attempts}, "
-        f"outcome {snapshot.outcome}"
+        f"\nThe database is left at {db}; look around with:\n"
+        f"  chongming-task --db {db} ps\n"
+        f"  chongming-task --db {db} dashboard"
     )
-    for attempt in snapshot.attempts:
-        failure = attempt.failure.message if attempt.failure else "-"
-        print(f"  attempt {attempt.number}: {attempt.status.value} ({failure})")
-    try:
-        machine.mark_running(actor="executor")
-    except InvalidTransition as refused:
-        print(f"refused, as it must be: {refused}")
-    assert snapshot.status is TaskStatus.SUCCEEDED
 
 
 if __name__ == "__main__":

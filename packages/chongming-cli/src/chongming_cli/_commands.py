@@ -1,0 +1,340 @@
+"""The query and control commands: parse, call the `Controller`, render."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from chongming_cli._exit import EXIT_OK, CliError
+from chongming_cli._loading import load_task_module
+from chongming_cli._output import (
+    HISTORY_HEADER,
+    Palette,
+    format_snapshot,
+    history_rows,
+    render_rows,
+    write_json,
+)
+from chongming_cli._session import NodeOptions, open_controller
+from chongming_core import TaskSnapshot, TaskStatus
+from chongming_runtime import Controller, RegisteredTask, render_table
+
+__all__ = ["COMMANDS", "Console"]
+
+
+@dataclass
+class Console:
+    """Where a command writes: results on `out`, messages on `err`."""
+
+    out: TextIO
+    err: TextIO
+    environ: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
+
+    @property
+    def palette(self) -> Palette:
+        """Colours for `out`."""
+        return Palette(self.out, self.environ)
+
+    def say(self, text: str) -> None:
+        """A result line on `out`."""
+        self.out.write(text + "\n")
+
+    def note(self, text: str) -> None:
+        """A message on `err` (progress, hints), never mixed into results."""
+        self.err.write(text + "\n")
+        self.err.flush()
+
+
+Command = Callable[[argparse.Namespace, NodeOptions, Console], int]
+
+
+def _unknown(task_id: str, node: NodeOptions) -> CliError:
+    return CliError(
+        f"no task {task_id!r} in {node.location.label}; list the tasks with: chongming-task ps "
+        "(and check --db/--dsn)"
+    )
+
+
+def _existing(controller: Controller, task_id: str, node: NodeOptions) -> TaskSnapshot:
+    snapshot = controller.get(task_id)
+    if snapshot is None:
+        raise _unknown(task_id, node)
+    return snapshot
+
+
+# ==================================================================== queries
+def _definition(registered: RegisteredTask) -> dict[str, Any]:
+    timeout = registered.timeout
+    return {
+        "name": registered.name,
+        "description": registered.description,
+        "tags": sorted(registered.tags),
+        "max_attempts": registered.retry.max_attempts if registered.retry else 1,
+        "timeout": None
+        if timeout is None
+        else {"start": timeout.start, "per_attempt": timeout.per_attempt, "idle": timeout.idle},
+    }
+
+
+def cmd_tasks(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
+    """List the definitions the task module registers (no store is opened)."""
+    controller = Controller(owner=node.owner)
+    try:
+        load_task_module(controller, args.tasks)
+        definitions = [_definition(r) for r in controller.definitions()]
+    finally:
+        controller.close()
+    if args.json:
+        write_json(console.out, definitions)
+        return EXIT_OK
+    rows = [
+        [
+            d["name"],
+            ", ".join(d["tags"]) or "-",
+            str(d["max_attempts"]),
+            _timeout_text(d["timeout"]),
+            d["description"] or "-",
+        ]
+        for d in definitions
+    ]
+    console.say(render_rows(("NAME", "TAGS", "ATTEMPTS", "TIMEOUT", "DESCRIPTION"), rows))
+    return EXIT_OK
+
+
+def _timeout_text(timeout: dict[str, float | None] | None) -> str:
+    if timeout is None:
+        return "-"
+    parts = [f"{k}={v:g}s" for k, v in timeout.items() if v is not None]
+    return " ".join(parts) or "-"
+
+
+def _statuses(values: list[str] | None) -> list[str] | None:
+    if not values:
+        return None
+    statuses = [s.strip() for value in values for s in value.split(",") if s.strip()]
+    known = {s.value for s in TaskStatus}
+    bad = [s for s in statuses if s not in known]
+    if bad:
+        raise CliError(
+            f"--status {bad[0]!r} is not a status; choose from {', '.join(sorted(known))}"
+        )
+    return statuses
+
+
+def cmd_ps(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
+    """List tasks with the filters of `Controller.list_tasks`."""
+    statuses = _statuses(args.status)
+    with open_controller(node) as controller:
+        found = controller.list_tasks(
+            statuses,
+            name_prefix=args.name_prefix,
+            tag=args.tag,
+            bucket=args.bucket,
+            limit=args.limit,
+        )
+    if args.json:
+        write_json(console.out, [s.to_dict() for s in found])
+    else:
+        console.say(render_table(found))
+    return EXIT_OK
+
+
+def cmd_status(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
+    """Show one task."""
+    with open_controller(node) as controller:
+        snapshot = _existing(controller, args.task_id, node)
+    if args.json:
+        write_json(console.out, snapshot.to_dict())
+    else:
+        console.say(format_snapshot(snapshot, console.palette))
+    return EXIT_OK
+
+
+def cmd_history(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
+    """Show a task's trajectory."""
+    with open_controller(node) as controller:
+        _existing(controller, args.task_id, node)
+        transitions = controller.history(args.task_id)
+    if args.json:
+        write_json(console.out, [t.to_dict() for t in transitions])
+    else:
+        console.say(render_rows(HISTORY_HEADER, history_rows(transitions)))
+    return EXIT_OK
+
+
+def cmd_stats(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
+    """Count tasks per status."""
+    with open_controller(node) as controller:
+        stats = controller.stats().as_dict()
+    if args.json:
+        write_json(console.out, stats)
+    else:
+        console.say(render_rows(("STATUS", "TASKS"), [[k, str(v)] for k, v in stats.items()]))
+    return EXIT_OK
+
+
+def cmd_buckets(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
+    """Count tasks per bucket (and say which buckets this node owns)."""
+    with open_controller(node) as controller:
+        counts = controller.bucket_counts()
+        num_buckets = controller.bucket_policy.num_buckets
+        rows = [
+            {"bucket": b, "tasks": n, "owned": controller.owns_bucket(b)}
+            for b, n in sorted(counts.items())
+        ]
+    if args.json:
+        write_json(console.out, {"num_buckets": num_buckets, "buckets": rows})
+        return EXIT_OK
+    console.say(
+        render_rows(
+            ("BUCKET", "TASKS", "OWNED"),
+            [[str(r["bucket"]), str(r["tasks"]), "yes" if r["owned"] else "no"] for r in rows],
+        )
+    )
+    return EXIT_OK
+
+
+# ==================================================================== controls
+def _check_unfinished(snapshot: TaskSnapshot, action: str) -> None:
+    if snapshot.is_terminal:
+        raise CliError(
+            f"task {snapshot.task_id!r} already ended {snapshot.status.value}; there is "
+            f"nothing to {action} (a finished task is never run again under its id)"
+        )
+
+
+def _holder(snapshot: TaskSnapshot) -> str:
+    return f"its holder {snapshot.lease_owner!r}" if snapshot.lease_owner else "its holder"
+
+
+def cmd_stop(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
+    """Request a stop; the holder applies it (stopped, or succeeded if it winds up)."""
+    with open_controller(node) as controller:
+        snapshot = _existing(controller, args.task_id, node)
+        _check_unfinished(snapshot, "stop")
+        if not controller.stop(args.task_id, reason=args.reason):
+            latest = _existing(controller, args.task_id, node)
+            _check_unfinished(latest, "stop")
+            raise CliError(f"the stop of task {args.task_id!r} was not accepted; retry it")
+    console.say(
+        f"stop requested for task {args.task_id!r}: a command was written to the store and "
+        f"{_holder(snapshot)} applies it at its next poll; follow it with: "
+        f"chongming-task status {args.task_id}"
+    )
+    return EXIT_OK
+
+
+def cmd_pause(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
+    """Request a pause; across processes it cannot be confirmed (exit 0 all the same)."""
+    with open_controller(node) as controller:
+        snapshot = _existing(controller, args.task_id, node)
+        _check_unfinished(snapshot, "pause")
+        confirmed = controller.pause(args.task_id)
+    if confirmed:
+        console.say(f"task {args.task_id!r} is paused")
+    else:
+        console.say(
+            f"pause requested for task {args.task_id!r} but not confirmed: across processes "
+            f"there is no receipt, and {_holder(snapshot)} pauses it at its next checkpoint; "
+            f"check it with: chongming-task status {args.task_id}"
+        )
+    return EXIT_OK
+
+
+def cmd_resume(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
+    """Withdraw a pause."""
+    with open_controller(node) as controller:
+        snapshot = _existing(controller, args.task_id, node)
+        _check_unfinished(snapshot, "resume")
+        if not controller.resume(args.task_id):
+            latest = _existing(controller, args.task_id, node)
+            raise CliError(
+                f"task {args.task_id!r} is {latest.status.value}, not paused; there is "
+                "nothing to resume"
+            )
+    console.say(
+        f"resume requested for task {args.task_id!r}: {_holder(snapshot)} applies it at its "
+        f"next poll; check it with: chongming-task status {args.task_id}"
+    )
+    return EXIT_OK
+
+
+# ==================================================================== housekeeping
+def cmd_reconcile(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
+    """Mark tasks whose supervisor vanished as lost (guide §8.11)."""
+    with open_controller(node) as controller:
+        report = controller.reconcile(dry_run=args.dry_run)
+    if args.json:
+        write_json(
+            console.out,
+            {
+                "dry_run": report.dry_run,
+                "lost": [s.to_dict() for s in report.lost],
+                "adoptable": [s.to_dict() for s in report.adoptable],
+                "skipped": [s.to_dict() for s in report.skipped],
+            },
+        )
+        return EXIT_OK
+    verb = "would mark" if report.dry_run else "marked"
+    console.say(
+        f"reconcile{' (dry run)' if report.dry_run else ''}: {verb} {len(report.lost)} lost, "
+        f"{len(report.adoptable)} adoptable, {len(report.skipped)} skipped"
+    )
+    for title, group in (
+        (f"lost — supervisor gone, {verb} lost:", report.lost),
+        ("adoptable — unsupervised and not started; resubmit them:", report.adoptable),
+        ("skipped — their supervisor wrote first:", report.skipped),
+    ):
+        if group:
+            console.say("")
+            console.say(title)
+            console.say(render_table(group))
+    return EXIT_OK
+
+
+def cmd_prune(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
+    """Drop all but the newest N finished tasks."""
+    with open_controller(node) as controller:
+        dropped = controller.prune(args.keep_terminal)
+    console.say(f"pruned {dropped} finished task(s); kept the newest {args.keep_terminal}")
+    return EXIT_OK
+
+
+def cmd_dashboard(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
+    """Open the dashboard of the optional ``tui`` extra."""
+    try:
+        tui = importlib.import_module("chongming_tui")
+    except ImportError as exc:
+        raise CliError(
+            f'the dashboard needs the "tui" extra ({exc}); install it with: '
+            'pip install "chongming-task[tui]"'
+        ) from exc
+    run_dashboard = getattr(tui, "run_dashboard", None)
+    if not callable(run_dashboard):
+        raise CliError(
+            "the installed chongming-tui has no dashboard (chongming_tui.run_dashboard is "
+            'missing); install one that has: pip install -U "chongming-task[tui]"'
+        )
+    with open_controller(node) as controller:
+        result = run_dashboard(controller=controller, store_label=node.location.label)
+    return result if isinstance(result, int) and not isinstance(result, bool) else EXIT_OK
+
+
+COMMANDS: dict[str, Command] = {
+    "tasks": cmd_tasks,
+    "ps": cmd_ps,
+    "status": cmd_status,
+    "history": cmd_history,
+    "stats": cmd_stats,
+    "buckets": cmd_buckets,
+    "stop": cmd_stop,
+    "pause": cmd_pause,
+    "resume": cmd_resume,
+    "reconcile": cmd_reconcile,
+    "prune": cmd_prune,
+    "dashboard": cmd_dashboard,
+}

@@ -1,0 +1,82 @@
+"""``main()``: parse, dispatch, and turn every failure into one line and an exit code."""
+
+from __future__ import annotations
+
+import os
+import sys
+import traceback
+from collections.abc import Sequence
+
+from chongming_cli._commands import COMMANDS, Console
+from chongming_cli._exit import EXIT_FAILED, CliError
+from chongming_cli._parser import PROG, UsageError, build_parser
+from chongming_cli._run import cmd_run
+from chongming_cli._session import resolve_node
+from chongming_cli._stores import resolve_location, scrub
+from chongming_core import (
+    ConfigurationError,
+    InvalidTransition,
+    StoreError,
+    TaskError,
+)
+
+__all__ = ["main"]
+
+
+def _describe(exc: BaseException) -> str:
+    """One line saying what was wrong and what to do."""
+    if isinstance(exc, CliError):
+        return exc.message
+    if isinstance(exc, StoreError):
+        return f"store error: {exc}"
+    if isinstance(exc, ConfigurationError | InvalidTransition | TaskError):
+        return str(exc)
+    if isinstance(exc, TimeoutError):
+        return f"timed out: {exc}"
+    if isinstance(exc, OSError):
+        where = f" ({exc.filename})" if exc.filename else ""
+        return f"{exc.strerror or exc}{where}; check the path and its permissions"
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted"
+    return (
+        f"unexpected error: {type(exc).__name__}: {exc} (run with --debug for the traceback; "
+        "please report it)"
+    )
+
+
+def _secrets(db: str | None, dsn: str | None) -> tuple[str, ...]:
+    try:
+        return resolve_location(db, dsn).secrets
+    except CliError:
+        return ()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run ``chongming-task`` with `argv` (default ``sys.argv[1:]``); returns the exit code."""
+    console = Console(out=sys.stdout, err=sys.stderr)
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except UsageError as exc:
+        console.note(f"{PROG}: error: {exc.message}")
+        return EXIT_FAILED
+    except SystemExit as exc:  # --help
+        return exc.code if isinstance(exc.code, int) else EXIT_FAILED
+    secrets = _secrets(args.db, args.dsn)
+    debug = bool(args.debug) or os.environ.get("CHONGMING_DEBUG", "") not in {"", "0"}
+    try:
+        node = resolve_node(args)
+        if args.command == "run":
+            return cmd_run(args, node, console)
+        return COMMANDS[args.command](args, node, console)
+    except (Exception, KeyboardInterrupt) as exc:
+        if debug:
+            console.note(scrub("".join(traceback.format_exception(exc)).rstrip(), secrets))
+        console.note(f"{PROG}: error: {scrub(_describe(exc), secrets)}")
+        return exc.code if isinstance(exc, CliError) else EXIT_FAILED
+    finally:
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:  # e.g. `chongming-task ps | head -1`
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())

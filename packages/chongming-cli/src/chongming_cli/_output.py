@@ -1,0 +1,183 @@
+"""Rendering: aligned tables (by display width), key/value blocks, JSON, colour.
+
+Colour is used only on a terminal and never when ``NO_COLOR`` is set
+(https://no-color.org); piped output and CI logs stay plain.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, TextIO
+
+from chongming_core import TaskSnapshot, TaskStatus, Transition
+from chongming_runtime import TaskOutcome, display_width, format_elapsed
+
+__all__ = [
+    "Palette",
+    "format_outcome",
+    "format_snapshot",
+    "format_time",
+    "format_value",
+    "render_rows",
+    "write_json",
+]
+
+_GOOD = frozenset({TaskStatus.SUCCEEDED})
+_BAD = frozenset({TaskStatus.FAILED, TaskStatus.LOST})
+_CODES = {"green": "32", "red": "31", "yellow": "33", "bold": "1", "dim": "2"}
+
+
+class Palette:
+    """ANSI colour when `stream` is a terminal and ``NO_COLOR`` is unset; plain text otherwise."""
+
+    def __init__(self, stream: TextIO, environ: Mapping[str, str] | None = None) -> None:
+        env = os.environ if environ is None else environ
+        isatty = getattr(stream, "isatty", None)
+        self.enabled = bool(
+            callable(isatty)
+            and isatty()
+            and not env.get("NO_COLOR")
+            and env.get("TERM", "") != "dumb"
+        )
+
+    def paint(self, text: str, colour: str) -> str:
+        """`text` in `colour` (green, red, yellow, bold, dim) when colour is enabled."""
+        if not self.enabled:
+            return text
+        return f"\x1b[{_CODES[colour]}m{text}\x1b[0m"
+
+    def status(self, status: TaskStatus) -> str:
+        """A status, green when it succeeded, red when failed or lost, yellow otherwise-ended."""
+        if status in _GOOD:
+            return self.paint(status.value, "green")
+        if status in _BAD:
+            return self.paint(status.value, "red")
+        if status.is_terminal:
+            return self.paint(status.value, "yellow")
+        return status.value
+
+
+def render_rows(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """An aligned text table with a header and a rule, in the style of `render_table`."""
+    widths = [display_width(h) for h in header]
+    for row in rows:
+        for i, cell in enumerate(row):
+            widths[i] = max(widths[i], display_width(cell))
+
+    def line(cells: Sequence[str]) -> str:
+        padded = (c + " " * (widths[i] - display_width(c)) for i, c in enumerate(cells))
+        return "  ".join(padded).rstrip()
+
+    return "\n".join(
+        [line(header), "  ".join("-" * w for w in widths), *(line(row) for row in rows)]
+    )
+
+
+def write_json(stream: TextIO, document: Any) -> None:
+    """One JSON document (UTF-8 text kept as is, so labels in any script stay readable)."""
+    stream.write(json.dumps(document, ensure_ascii=False, indent=2, default=str) + "\n")
+
+
+def format_value(value: Any) -> str:
+    """A task's value as one line of JSON."""
+    try:
+        return json.dumps(value, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return repr(value)
+
+
+def format_time(moment: datetime | None) -> str:
+    """``2026-01-02 03:04:05 UTC`` (second precision), ``-`` for none."""
+    if moment is None:
+        return "-"
+    return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+
+
+def _block(pairs: Sequence[tuple[str, str]]) -> str:
+    width = max(display_width(k) for k, _ in pairs) + 1
+    return "\n".join(f"{k + ':':<{width}} {v}" for k, v in pairs)
+
+
+def format_snapshot(
+    snapshot: TaskSnapshot, palette: Palette | None = None, *, now: datetime | None = None
+) -> str:
+    """The ``status`` view: one task, one field per line."""
+    moment = now or datetime.now(UTC)
+    status = palette.status(snapshot.status) if palette else snapshot.status.value
+    pairs: list[tuple[str, str]] = [
+        ("task", snapshot.task_id),
+        ("name", snapshot.name),
+    ]
+    if snapshot.label:
+        pairs.append(("label", snapshot.label))
+    pairs += [
+        ("status", status + (" (in place)" if snapshot.paused_in_place else "")),
+        ("attempt", f"{snapshot.attempt}/{snapshot.max_attempts}"),
+        ("elapsed", format_elapsed(snapshot.elapsed(moment))),
+        ("progress", _progress_text(snapshot)),
+        ("tags", ", ".join(sorted(snapshot.tags)) or "-"),
+        ("priority", str(snapshot.priority)),
+        ("bucket", _bucket_text(snapshot)),
+        ("owner", snapshot.lease_owner or "-"),
+        ("created", format_time(snapshot.created_at)),
+        ("started", format_time(snapshot.started_at)),
+        ("finished", format_time(snapshot.finished_at)),
+    ]
+    if snapshot.failure is not None:
+        pairs.append(("failure", f"{snapshot.failure.kind.value}: {snapshot.failure.message}"))
+    if snapshot.status is TaskStatus.SUCCEEDED:
+        pairs.append(("value", format_value(snapshot.outcome)))
+    return _block(pairs)
+
+
+def _progress_text(snapshot: TaskSnapshot) -> str:
+    progress = snapshot.progress
+    if progress is None:
+        return "-"
+    text = progress.render()
+    return f"{text} ({progress.message})" if progress.message else text
+
+
+def _bucket_text(snapshot: TaskSnapshot) -> str:
+    if snapshot.bucket is None:
+        return "-"
+    return f"{snapshot.bucket} (key {snapshot.bucket_key!r})"
+
+
+def format_outcome(outcome: TaskOutcome, palette: Palette | None = None) -> str:
+    """The end of ``run``: status, value as JSON, or the failure's kind and message."""
+    snap = outcome.snapshot
+    status = palette.status(outcome.status) if palette else outcome.status.value
+    pairs = [
+        ("task", snap.task_id if snap.name == snap.task_id else f"{snap.task_id} ({snap.name})"),
+        ("status", status),
+        ("attempt", f"{snap.attempt}/{snap.max_attempts}"),
+        ("elapsed", format_elapsed(snap.elapsed(snap.finished_at or datetime.now(UTC)))),
+    ]
+    if outcome.ok:
+        pairs.append(("value", format_value(outcome.value)))
+    elif outcome.failure is not None:
+        pairs.append(("failure", f"{outcome.failure.kind.value}: {outcome.failure.message}"))
+    return _block(pairs)
+
+
+def history_rows(transitions: Sequence[Transition]) -> list[list[str]]:
+    """The ``history`` table's rows."""
+    return [
+        [
+            str(t.status_version),
+            format_time(t.at),
+            t.from_status.value,
+            t.to_status.value,
+            t.trigger,
+            t.actor,
+            t.reason or "-",
+        ]
+        for t in transitions
+    ]
+
+
+HISTORY_HEADER = ("VERSION", "AT", "FROM", "TO", "TRIGGER", "ACTOR", "REASON")

@@ -1,0 +1,257 @@
+"""The argument parser of ``chongming-task`` (stdlib `argparse`).
+
+Usage errors exit 1, not argparse's 2 (R22): the parser raises `UsageError`
+instead of printing its usage block, and the caller prints one line.
+Global options are accepted before or after the command.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import NoReturn
+
+from chongming_cli._exit import CliError
+from chongming_core import TaskStatus
+
+__all__ = ["UsageError", "build_parser"]
+
+PROG = "chongming-task"
+
+
+class UsageError(CliError):
+    """The command line itself is wrong (unknown option, missing argument, ...)."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see: {self.prog} --help)")
+
+
+_DESCRIPTION = """\
+Run and control chongming tasks from the shell: a thin layer over the Controller.
+Only task names registered by your task module can run; values are never code."""
+
+_EPILOG = """\
+store:
+  The tasks live in a SQLite file by default: --db, else $CHONGMING_DB, else
+  ./chongming.db. --dsn (or $CHONGMING_DSN) takes a store URL instead, e.g.
+  postgresql://user@host:5432/db (pip install "chongming-task[postgres]"); any
+  backend registered under the "chongming.stores" entry points works. Options
+  win over environment variables. Passwords are never printed.
+
+exit codes:
+  0  the command did what was asked
+  1  the command failed (bad arguments, unknown task id or name, unreachable
+     store, a request the task cannot take); one line on stderr says why
+  3  the command worked but the task did not succeed (run: the task ended
+     failed, stopped, lost, cancelled or skipped)
+
+examples:
+  chongming-task tasks --tasks myapp.tasks
+  chongming-task --db tasks.db run worker --tasks myapp.tasks --arg source=kafka://orders \\
+      --task-id orders-worker
+  chongming-task --db tasks.db ps --status running
+  chongming-task --db tasks.db stop orders-worker --reason "release window"
+"""
+
+_RUN_EPILOG = """\
+--arg NAME=VALUE passes a keyword argument to the task. VALUE is parsed as JSON
+when it is valid JSON, else kept as a string:
+  --arg n=3 -> 3    --arg flag=true -> True    --arg ids='[1, 2]' -> [1, 2]
+  --arg s=kafka://x -> "kafka://x"    --arg s='"42"' -> "42" (a JSON string)
+Nothing is ever evaluated as code.
+
+run stays in the foreground until the task ends and prints its outcome; the exit
+code is 0 when it succeeded and 3 otherwise. Ctrl-C or SIGTERM stops the task
+cleanly (graceful window, then the outcome). To stop it from another terminal:
+chongming-task stop TASK_ID. With --owned-buckets covering only some buckets,
+--bucket-key is required (a task in nobody's bucket would never run)."""
+
+
+def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
+    """The store and node options; `suppress` keeps a sub-command from resetting them."""
+    default = argparse.SUPPRESS if suppress else None
+    group = parser.add_argument_group("store and node options")
+    group.add_argument(
+        "--db",
+        metavar="PATH",
+        default=default,
+        help="SQLite file of the tasks (env CHONGMING_DB; default ./chongming.db)",
+    )
+    group.add_argument(
+        "--dsn",
+        metavar="URL",
+        default=default,
+        help="store URL instead of a file, e.g. postgresql://user@host/db (env CHONGMING_DSN)",
+    )
+    group.add_argument(
+        "--num-buckets",
+        metavar="N",
+        default=default,
+        help="buckets of the deployment, fixed for its life (env CHONGMING_NUM_BUCKETS; "
+        "default 64)",
+    )
+    group.add_argument(
+        "--owned-buckets",
+        metavar="SPEC",
+        default=default,
+        help="buckets this node owns, e.g. 0-15,32 (env CHONGMING_OWNED_BUCKETS; default all)",
+    )
+    group.add_argument(
+        "--owner",
+        metavar="NAME",
+        default=default,
+        help="this node's name in leases and commands (env CHONGMING_OWNER; default host:pid)",
+    )
+    group.add_argument(
+        "--debug",
+        action="store_true",
+        default=argparse.SUPPRESS if suppress else False,
+        help="show the traceback of an error",
+    )
+
+
+def _json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--json", action="store_true", help="print one JSON document")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: a timeout must be > 0 seconds")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
+    return value
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``chongming-task`` parser with every command."""
+    parser = _Parser(
+        prog=PROG,
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _global_options(parser, suppress=False)
+    shared = _Parser(add_help=False)
+    _global_options(shared, suppress=True)
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+
+    def command(name: str, help_text: str, epilog: str | None = None) -> argparse.ArgumentParser:
+        return commands.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=epilog,
+            parents=[shared],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+
+    tasks = command("tasks", "list the task definitions a task module registers")
+    tasks.add_argument("--tasks", metavar="MODULE", required=True, help="e.g. myapp.tasks")
+    _json_option(tasks)
+
+    run = command("run", "submit a registered task and run it in the foreground", _RUN_EPILOG)
+    run.add_argument("task", metavar="TASK", help="a name the task module registered")
+    run.add_argument("--tasks", metavar="MODULE", required=True, help="e.g. myapp.tasks")
+    run.add_argument(
+        "--arg",
+        metavar="NAME=VALUE",
+        action="append",
+        default=[],
+        help="a keyword argument of the task (JSON, else a string); repeatable",
+    )
+    run.add_argument("--task-id", metavar="ID", help="the task's id (default NAME-<random>)")
+    run.add_argument("--label", help="display name (any script)")
+    run.add_argument("--tag", action="append", default=None, help="a tag; repeatable")
+    run.add_argument("--priority", type=_integer, help="larger runs first (default 0)")
+    run.add_argument("--bucket-key", metavar="KEY", help="business key choosing the bucket")
+    run.add_argument(
+        "--executor",
+        choices=("thread", "process"),
+        default="thread",
+        help="run the body in a thread (default) or a child process",
+    )
+    run.add_argument(
+        "--retries", metavar="N", type=_non_negative, help="retries after a failure (default 0)"
+    )
+    run.add_argument("--timeout-start", metavar="SECONDS", type=_seconds)
+    run.add_argument("--timeout-attempt", metavar="SECONDS", type=_seconds)
+    run.add_argument("--timeout-idle", metavar="SECONDS", type=_seconds)
+    _json_option(run)
+
+    ps = command("ps", "list tasks (of every process sharing the store)")
+    ps.add_argument(
+        "--status",
+        action="append",
+        default=None,
+        metavar="STATUS",
+        help="only these statuses; repeatable or comma-separated ("
+        + ", ".join(s.value for s in TaskStatus)
+        + ")",
+    )
+    ps.add_argument("--name-prefix", metavar="PREFIX", help="registered names starting with this")
+    ps.add_argument("--tag", help="only tasks with this tag")
+    ps.add_argument("--bucket", type=_non_negative, help="only tasks in this bucket")
+    ps.add_argument("--limit", type=_positive, help="at most this many tasks")
+    _json_option(ps)
+
+    for name, text in (
+        ("status", "show one task"),
+        ("history", "show a task's trajectory (every transition)"),
+    ):
+        sub = command(name, text)
+        sub.add_argument("task_id", metavar="TASK_ID")
+        _json_option(sub)
+
+    _json_option(command("stats", "count tasks per status"))
+    _json_option(command("buckets", "count tasks per bucket"))
+
+    stop = command("stop", "request a stop (a command to the process that runs the task)")
+    stop.add_argument("task_id", metavar="TASK_ID")
+    stop.add_argument("--reason", help="why (kept in the task's history)")
+    pause = command(
+        "pause", "request a pause (across processes it is not confirmed: check with status)"
+    )
+    pause.add_argument("task_id", metavar="TASK_ID")
+    resume = command("resume", "withdraw a pause")
+    resume.add_argument("task_id", metavar="TASK_ID")
+
+    reconcile = command(
+        "reconcile", "mark tasks whose supervising process is gone as lost (this node's buckets)"
+    )
+    reconcile.add_argument(
+        "--dry-run", action="store_true", help="report what would change, write nothing"
+    )
+    _json_option(reconcile)
+
+    prune = command("prune", "drop all but the newest N finished tasks from the store")
+    prune.add_argument("--keep-terminal", metavar="N", type=_non_negative, required=True)
+
+    command("dashboard", 'open the live dashboard (needs: pip install "chongming-task[tui]")')
+    return parser

@@ -1,0 +1,195 @@
+"""Where the tasks live: resolve ``--db``/``--dsn`` (and their environment variables) to a
+store URL, open it through the ``chongming.stores`` entry points, and keep passwords out
+of every message.
+
+Precedence: ``--dsn`` > ``--db`` > ``$CHONGMING_DSN`` > ``$CHONGMING_DB`` > ``./chongming.db``
+(R21: the default store is a SQLite file).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from importlib.metadata import EntryPoint, entry_points
+from pathlib import Path
+from urllib.parse import quote, unquote, urlsplit
+
+from chongming_cli._exit import CliError
+from chongming_core import TaskStore
+
+__all__ = [
+    "DEFAULT_DB",
+    "ENTRY_POINT_GROUP",
+    "StoreLocation",
+    "open_store",
+    "redact_url",
+    "resolve_location",
+    "scrub",
+    "sqlite_url",
+]
+
+#: The entry-point group that maps a URL scheme to ``store_from_url(url) -> TaskStore``.
+ENTRY_POINT_GROUP = "chongming.stores"
+#: The SQLite file used when neither an option nor the environment names a store.
+DEFAULT_DB = "chongming.db"
+REDACTED = "****"
+
+_SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
+_USERINFO = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@?#]*):(?P<pw>[^@/]*)@")
+_PASSWORD_PARAM = re.compile(r"(?P<key>(?:^|[?&\s])password\s*=\s*)(?P<pw>'[^']*'|[^&\s#]*)", re.I)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreLocation:
+    """A store chosen by the user.
+
+    Attributes:
+        url: what the backend's ``store_from_url`` receives.
+        label: the URL as it may be shown (password replaced by ``****``).
+        source: where the choice came from (``--db``, ``CHONGMING_DSN``, ...), for messages.
+        sqlite_path: the file, when the store was given as a SQLite path.
+        secrets: every spelling of the password, scrubbed from all output.
+    """
+
+    url: str
+    label: str
+    source: str
+    sqlite_path: Path | None = None
+    secrets: tuple[str, ...] = ()
+
+
+def sqlite_url(path: str | os.PathLike[str]) -> str:
+    """The ``sqlite:///`` URL of a file path (absolute paths give ``sqlite:////abs``)."""
+    absolute = Path(path).expanduser().absolute().as_posix()
+    return "sqlite:///" + quote(absolute, safe="/:")
+
+
+def redact_url(url: str) -> str:
+    """`url` with any password replaced by ``****`` (``://user:pw@`` and ``password=``)."""
+    if url.lower().startswith(("postgresql://", "postgres://")):
+        try:
+            postgres = importlib.import_module("chongming_store_postgres")
+        except ImportError:
+            postgres = None
+        if postgres is not None:
+            return str(postgres.redact_dsn(url))
+    text = _USERINFO.sub(lambda m: f"{m.group('head')}:{REDACTED}@", url, count=1)
+    return _PASSWORD_PARAM.sub(lambda m: f"{m.group('key')}{REDACTED}", text)
+
+
+def _secrets(url: str) -> tuple[str, ...]:
+    found: set[str] = set()
+    userinfo = _USERINFO.match(url)
+    if userinfo is not None:
+        found.add(userinfo.group("pw"))
+    found.update(m.group("pw").strip("'") for m in _PASSWORD_PARAM.finditer(url))
+    try:
+        password = urlsplit(url).password
+    except ValueError:
+        password = None
+    if password:
+        found.add(password)
+    for value in list(found):
+        found.add(unquote(value))
+        found.add(quote(value, safe=""))
+    return tuple(sorted((s for s in found if s), key=len, reverse=True))
+
+
+def scrub(text: str, secrets: tuple[str, ...]) -> str:
+    """`text` with every secret replaced by ``****``."""
+    for secret in secrets:
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def resolve_location(
+    db: str | None, dsn: str | None, environ: Mapping[str, str] | None = None
+) -> StoreLocation:
+    """Choose the store from the options and the environment (see the module docstring)."""
+    env = os.environ if environ is None else environ
+    if db is not None and dsn is not None:
+        raise CliError("--db and --dsn both name a store; pass only one of them")
+    if dsn is not None:
+        return _from_dsn(dsn, "--dsn")
+    if db is not None:
+        return _from_path(db, "--db")
+    if env.get("CHONGMING_DSN"):
+        return _from_dsn(env["CHONGMING_DSN"], "CHONGMING_DSN")
+    if env.get("CHONGMING_DB"):
+        return _from_path(env["CHONGMING_DB"], "CHONGMING_DB")
+    return _from_path(DEFAULT_DB, f"the default ./{DEFAULT_DB}")
+
+
+def _from_path(path: str, source: str) -> StoreLocation:
+    if not path.strip():
+        raise CliError(f"{source} is empty; give the path of a SQLite file, e.g. --db tasks.db")
+    if _SCHEME.match(path):
+        raise CliError(
+            f"{source} takes a file path, got the URL {redact_url(path)!r}; pass URLs with --dsn"
+        )
+    url = sqlite_url(path)
+    return StoreLocation(url=url, label=path, source=source, sqlite_path=Path(path))
+
+
+def _from_dsn(dsn: str, source: str) -> StoreLocation:
+    secrets = _secrets(dsn)
+    label = scrub(redact_url(dsn), secrets)
+    if _SCHEME.match(dsn) is None:
+        raise CliError(
+            f"{source} must be a store URL such as postgresql://user@host:5432/db or "
+            f"sqlite:///tasks.db, got {label!r}"
+        )
+    return StoreLocation(url=dsn, label=label, source=source, secrets=secrets)
+
+
+def _backends() -> dict[str, EntryPoint]:
+    return {ep.name.lower(): ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def open_store(location: StoreLocation, *, create: bool) -> TaskStore:
+    """Open the store at `location` through its scheme's ``chongming.stores`` entry point.
+
+    Args:
+        location: the resolved store.
+        create: whether a missing SQLite file may be created (``run`` does; queries refuse,
+            so a mistyped path is reported instead of answered with an empty new database).
+    """
+    path = location.sqlite_path
+    if path is not None and not create and not path.exists():
+        raise CliError(
+            f"no task database at {str(path)!r} (from {location.source}); point --db (or "
+            "CHONGMING_DB) at an existing file, or create one by running a task: "
+            f"chongming-task --db {path} run TASK --tasks MODULE"
+        )
+    match = _SCHEME.match(location.url)
+    assert match is not None
+    scheme = match.group("scheme").lower()
+    backends = _backends()
+    entry = backends.get(scheme)
+    if entry is None:
+        known = ", ".join(sorted(backends)) or "none"
+        hint = (
+            'install the PostgreSQL backend: pip install "chongming-task[postgres]"'
+            if scheme in {"postgresql", "postgres"}
+            else "install a package that provides it"
+        )
+        raise CliError(
+            f"no store backend handles {scheme}:// URLs (installed backends: {known}); {hint}"
+        )
+    try:
+        factory = entry.load()
+    except ImportError as exc:
+        raise CliError(
+            f"the {scheme} store backend cannot be loaded ({exc}); reinstall it, e.g. "
+            'pip install "chongming-task[postgres]"'
+        ) from exc
+    store = factory(location.url)
+    if not isinstance(store, TaskStore):
+        raise CliError(
+            f"the {scheme} store backend ({entry.value}) returned {type(store).__name__}, "
+            "not a TaskStore; fix or reinstall that backend"
+        )
+    return store

@@ -1,0 +1,52 @@
+"""``main()`` in-process: usage errors exit 1, help exits 0, run exits by outcome."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from chongming_cli import EXIT_FAILED, EXIT_OK, EXIT_TASK_NOT_SUCCEEDED, main
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for var in (
+        "CHONGMING_DB",
+        "CHONGMING_DSN",
+        "CHONGMING_OWNED_BUCKETS",
+        "CHONGMING_OWNER",
+        "CHONGMING_NUM_BUCKETS",
+        "CHONGMING_DEBUG",
+    ):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_help_exits_0(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == EXIT_OK
+    assert "CHONGMING_OWNED_BUCKETS" in capsys.readouterr().out
+
+
+def test_usage_errors_exit_1_with_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ps", "--bogus"]) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("chongming-task: error: unrecognized arguments: --bogus")
+
+
+def test_global_options_after_the_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["ps", "--db", "none.db"]) == EXIT_FAILED
+    assert "no task database at 'none.db'" in capsys.readouterr().err
+
+
+def test_run_exit_codes_follow_the_outcome(capsys: pytest.CaptureFixture[str]) -> None:
+    tasks = ["--tasks", "chongming_cli.demo_tasks"]
+    assert main(["--db", "t.db", "run", "transform", *tasks, "--arg", "factor=3", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert document["value"] == 3
+    assert main(["--db", "t.db", "run", "fail", *tasks]) == EXIT_TASK_NOT_SUCCEEDED
+    assert "ConnectionError: upstream unavailable" in capsys.readouterr().out
+    assert main(["--db", "t.db", "--owned-buckets", "0", "run", "fail", *tasks]) == EXIT_FAILED
+    assert "bucket_key is required" in capsys.readouterr().err

@@ -1,0 +1,460 @@
+"""Every command and every exit code of ``chongming-task``, through a real subprocess."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from cli_support import Workspace, make_workspace
+
+TASKS = ("--tasks", "cli_tasks")
+
+
+def _one_error_line(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, f"expected one line on stderr, got:\n{stderr}"
+    assert "Traceback" not in stderr
+    assert lines[0].startswith("chongming-task: error: ")
+    return lines[0]
+
+
+@pytest.fixture(scope="module")
+def populated(tmp_path_factory: pytest.TempPathFactory) -> Workspace:
+    """A store holding a succeeded, a failed and a bucketed task."""
+    ws = make_workspace(tmp_path_factory.mktemp("cli") / "ws")
+    db = str(ws.db)
+    ok = ws.cli(
+        "--db",
+        db,
+        "run",
+        "add",
+        *TASKS,
+        "--arg",
+        "a=2",
+        "--arg",
+        "b=3",
+        "--task-id",
+        "ok-1",
+        "--label",
+        "加法",
+        "--tag",
+        "demo",
+    )
+    assert ok.returncode == 0, ok.stderr
+    bad = ws.cli("--db", db, "run", "boom", *TASKS, "--task-id", "bad-1", "--retries", "1")
+    assert bad.returncode == 3, bad.stderr
+    keyed = ws.cli(
+        "--db",
+        db,
+        "--num-buckets",
+        "8",
+        "run",
+        "echo",
+        *TASKS,
+        "--task-id",
+        "keyed-1",
+        "--bucket-key",
+        "tenant-a",
+        "--arg",
+        "value=x",
+    )
+    assert keyed.returncode == 0, keyed.stderr
+    return ws
+
+
+# ------------------------------------------------------------------ help and usage
+def test_help_documents_options_environment_and_exit_codes(shared: Workspace) -> None:
+    done = shared.cli("--help")
+    assert done.returncode == 0
+    for text in (
+        "CHONGMING_DB",
+        "CHONGMING_DSN",
+        "CHONGMING_NUM_BUCKETS",
+        "CHONGMING_OWNED_BUCKETS",
+        "CHONGMING_OWNER",
+        "./chongming.db",
+        "exit codes",
+        "dashboard",
+        "reconcile",
+        "prune",
+    ):
+        assert text in done.stdout, text
+    run_help = shared.cli("run", "--help")
+    assert run_help.returncode == 0
+    assert "parsed as JSON" in run_help.stdout
+    assert "--arg flag=true -> True" in run_help.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        pytest.param([], "required: COMMAND", id="no-command"),
+        pytest.param(["run", "add"], "--tasks", id="missing-tasks"),
+        pytest.param(["ps", "--limit", "zero"], "--limit", id="bad-limit"),
+        pytest.param(["frobnicate"], "invalid choice", id="unknown-command"),
+    ],
+)
+def test_usage_errors_exit_1_with_one_line(
+    shared: Workspace, args: list[str], expected: str
+) -> None:
+    done = shared.cli(*args)
+    assert done.returncode == 1
+    assert expected in _one_error_line(done.stderr)
+
+
+# ------------------------------------------------------------------ tasks
+def test_tasks_lists_the_registered_definitions(shared: Workspace) -> None:
+    table = shared.cli("tasks", *TASKS)
+    assert table.returncode == 0, table.stderr
+    assert table.stdout.splitlines()[0].split() == [
+        "NAME",
+        "TAGS",
+        "ATTEMPTS",
+        "TIMEOUT",
+        "DESCRIPTION",
+    ]
+    assert "Add two numbers." in table.stdout
+    document = json.loads(shared.cli("tasks", *TASKS, "--json").stdout)
+    assert [d["name"] for d in document] == ["add", "boom", "echo", "graceful", "spin"]
+    assert document[0]["tags"] == ["math"]
+    assert not shared.db.exists(), "listing definitions must not create a store"
+
+
+def test_a_module_register_function_decides_what_may_run(shared: Workspace) -> None:
+    (shared.root / "only_add.py").write_text(
+        "from cli_tasks import add, boom\n\n"
+        "def register(controller):\n    controller.register('sum', add)\n",
+        encoding="utf-8",
+    )
+    listed = json.loads(shared.cli("tasks", "--tasks", "only_add", "--json").stdout)
+    assert [d["name"] for d in listed] == ["sum"]
+    refused = shared.cli("--db", str(shared.root / "r.db"), "run", "boom", "--tasks", "only_add")
+    assert refused.returncode == 1
+    assert "unknown task name 'boom'" in _one_error_line(refused.stderr)
+
+
+# ------------------------------------------------------------------ run
+def test_run_parses_args_as_json_else_text_and_prints_the_value(workspace: Workspace) -> None:
+    done = workspace.cli(
+        "--db",
+        str(workspace.db),
+        "run",
+        "echo",
+        *TASKS,
+        "--json",
+        "--arg",
+        "value=3",
+        "--arg",
+        "flag=true",
+        "--arg",
+        "url=kafka://x",
+        "--arg",
+        'items=["a", 1]',
+        "--arg",
+        "text=not json",
+    )
+    assert done.returncode == 0, done.stderr
+    document = json.loads(done.stdout)
+    assert document["ok"] is True
+    assert document["status"] == "succeeded"
+    assert document["value"] == {
+        "value": 3,
+        "flag": True,
+        "url": "kafka://x",
+        "items": ["a", 1],
+        "text": "not json",
+    }
+    assert document["snapshot"]["task_id"] == document["task_id"]
+    human = workspace.cli(
+        "--db",
+        str(workspace.db),
+        "run",
+        "add",
+        *TASKS,
+        "--arg",
+        "a=40",
+        "--arg",
+        "b=2",
+        "--task-id",
+        "answer",
+    )
+    assert human.returncode == 0
+    assert "status:  succeeded" in human.stdout
+    assert "value:   42" in human.stdout
+    assert "--db" in human.stderr
+    assert "stop answer" in human.stderr
+
+
+def test_run_of_a_failing_task_exits_3_with_kind_and_message(workspace: Workspace) -> None:
+    done = workspace.cli(
+        "--db",
+        str(workspace.db),
+        "run",
+        "boom",
+        *TASKS,
+        "--arg",
+        "message=disk full",
+        "--retries",
+        "1",
+    )
+    assert done.returncode == 3
+    assert "status:  failed" in done.stdout
+    assert "attempt: 2/2" in done.stdout
+    assert "failure: exception: ValueError: disk full" in done.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        pytest.param(["run", "nope", *TASKS], "unknown task name 'nope'", id="unknown-name"),
+        pytest.param(
+            ["run", "add", "--tasks", "no_such_mod"],
+            "no module named 'no_such_mod'",
+            id="missing-module",
+        ),
+        pytest.param(
+            ["run", "add", "--tasks", "tasks.py"], "--tasks takes a module name", id="file-path"
+        ),
+        pytest.param(["run", "add", *TASKS, "--arg", "a"], "has no '='", id="arg-without-equals"),
+        pytest.param(
+            ["run", "add", *TASKS, "--arg", "task_id=3"],
+            "option of the run itself",
+            id="reserved-arg",
+        ),
+        pytest.param(
+            ["run", "add", *TASKS], "cannot take these arguments", id="missing-task-argument"
+        ),
+        pytest.param(
+            ["--owned-buckets", "0-3", "run", "add", *TASKS, "--arg", "a=1"],
+            "bucket_key is required on this node",
+            id="owned-buckets-without-key",
+        ),
+        pytest.param(["--owned-buckets", "0-x", "ps"], "bucket spec", id="bad-bucket-spec"),
+        pytest.param(["--num-buckets", "many", "ps"], "--num-buckets", id="bad-num-buckets"),
+        pytest.param(
+            ["--db", "a.db", "--dsn", "sqlite:///b.db", "ps"], "only one", id="db-and-dsn"
+        ),
+        pytest.param(
+            ["--dsn", "nosuch://x", "ps"],
+            "no store backend handles nosuch://",
+            id="unknown-backend",
+        ),
+    ],
+)
+def test_bad_input_exits_1_with_one_clear_line(
+    workspace: Workspace, args: list[str], expected: str
+) -> None:
+    (workspace.root / "tasks.py").write_text("", encoding="utf-8")
+    names_store = "--db" in args or "--dsn" in args
+    done = workspace.cli(*args) if names_store else workspace.cli("--db", str(workspace.db), *args)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert expected in _one_error_line(done.stderr)
+
+
+def test_a_task_in_an_owned_bucket_runs(workspace: Workspace) -> None:
+    # with 4 buckets the key lands in one of them; owning all four is "not partial"
+    done = workspace.cli(
+        "--db",
+        str(workspace.db),
+        "--num-buckets",
+        "4",
+        "--owned-buckets",
+        "0-3",
+        "run",
+        "add",
+        *TASKS,
+        "--arg",
+        "a=1",
+        "--bucket-key",
+        "k",
+    )
+    assert done.returncode == 0, done.stderr
+
+
+def test_debug_shows_the_traceback(shared: Workspace) -> None:
+    done = shared.cli(
+        "--debug", "--db", str(shared.root / "x.db"), "run", "add", "--tasks", "no_such_mod"
+    )
+    assert done.returncode == 1
+    assert "Traceback" in done.stderr
+    assert done.stderr.rstrip().splitlines()[-1].startswith("chongming-task: error: ")
+
+
+# ------------------------------------------------------------------ queries
+def test_ps_lists_and_filters(populated: Workspace) -> None:
+    db = str(populated.db)
+    table = populated.cli("--db", db, "ps")
+    assert table.returncode == 0
+    lines = table.stdout.splitlines()
+    assert lines[0].split()[:3] == ["TASK_ID", "NAME", "STATUS"]
+    assert [line.split()[0] for line in lines[2:]] == ["ok-1", "bad-1", "keyed-1"]
+    assert "加法" in table.stdout
+    failed = json.loads(populated.cli("--db", db, "ps", "--status", "failed", "--json").stdout)
+    assert [t["task_id"] for t in failed] == ["bad-1"]
+    assert failed[0]["failure"]["kind"] == "exception"
+    several = populated.cli(
+        "--db", db, "ps", "--status", "failed,succeeded", "--tag", "demo", "--json"
+    )
+    assert [t["task_id"] for t in json.loads(several.stdout)] == ["ok-1"]
+    named = json.loads(populated.cli("--db", db, "ps", "--name-prefix", "ec", "--json").stdout)
+    assert [t["task_id"] for t in named] == ["keyed-1"]
+    bucket = named[0]["bucket"]
+    in_bucket = populated.cli("--db", db, "ps", "--bucket", str(bucket), "--limit", "1", "--json")
+    assert [t["task_id"] for t in json.loads(in_bucket.stdout)] == ["keyed-1"]
+    bad = populated.cli("--db", db, "ps", "--status", "sleeping")
+    assert bad.returncode == 1
+    assert "not a status" in _one_error_line(bad.stderr)
+
+
+def test_status_and_history(populated: Workspace) -> None:
+    db = str(populated.db)
+    human = populated.cli("--db", db, "status", "ok-1")
+    assert human.returncode == 0
+    assert "label:    加法" in human.stdout
+    assert "value:    5" in human.stdout
+    document = json.loads(populated.cli("--db", db, "status", "bad-1", "--json").stdout)
+    assert document["status"] == "failed"
+    assert document["attempt"] == 2
+    history = populated.cli("--db", db, "history", "ok-1")
+    assert history.returncode == 0
+    assert history.stdout.splitlines()[0].split() == [
+        "VERSION",
+        "AT",
+        "FROM",
+        "TO",
+        "TRIGGER",
+        "ACTOR",
+        "REASON",
+    ]
+    transitions = json.loads(populated.cli("--db", db, "history", "ok-1", "--json").stdout)
+    assert [t["to_status"] for t in transitions] == ["queued", "starting", "running", "succeeded"]
+    assert [t["status_version"] for t in transitions] == [1, 2, 3, 4]
+
+
+def test_stats_and_buckets(populated: Workspace) -> None:
+    db = str(populated.db)
+    stats = json.loads(populated.cli("--db", db, "stats", "--json").stdout)
+    assert stats["succeeded"] == 2
+    assert stats["failed"] == 1
+    assert stats["total"] == 3
+    assert stats["unfinished"] == 0
+    human = populated.cli("--db", db, "stats")
+    assert "succeeded   2" in human.stdout
+    buckets = json.loads(
+        populated.cli("--db", db, "--num-buckets", "8", "buckets", "--json").stdout
+    )
+    assert buckets["num_buckets"] == 8
+    assert [(b["tasks"], b["owned"]) for b in buckets["buckets"]] == [(1, True)]
+    owned_elsewhere = populated.cli(
+        "--db",
+        db,
+        "--num-buckets",
+        "8",
+        "--owned-buckets",
+        ",".join(str(b) for b in range(8) if b != buckets["buckets"][0]["bucket"]),
+        "buckets",
+    )
+    assert owned_elsewhere.returncode == 0
+    assert owned_elsewhere.stdout.splitlines()[2].split()[1:] == ["1", "no"]
+
+
+@pytest.mark.parametrize("command", ["status", "history", "stop", "pause", "resume"])
+def test_unknown_task_id_exits_1(populated: Workspace, command: str) -> None:
+    done = populated.cli("--db", str(populated.db), command, "ghost")
+    assert done.returncode == 1
+    assert "no task 'ghost'" in _one_error_line(done.stderr)
+
+
+@pytest.mark.parametrize("command", ["stop", "pause", "resume"])
+def test_controls_of_a_finished_task_exit_1(populated: Workspace, command: str) -> None:
+    done = populated.cli("--db", str(populated.db), command, "ok-1")
+    assert done.returncode == 1
+    assert "already ended succeeded" in _one_error_line(done.stderr)
+
+
+def test_a_missing_database_is_reported_not_created(shared: Workspace) -> None:
+    missing = shared.root / "typo.db"
+    done = shared.cli("--db", str(missing), "ps")
+    assert done.returncode == 1
+    assert "no task database" in _one_error_line(done.stderr)
+    assert not missing.exists()
+
+
+def test_environment_chooses_the_store(populated: Workspace, tmp_path: Path) -> None:
+    env = dict(populated.env, CHONGMING_DB=str(populated.db))
+    from_env = populated.cli("ps", "--json", env=env, cwd=tmp_path)
+    assert len(json.loads(from_env.stdout)) == 3
+    default = populated.cli("ps", cwd=populated.db.parent, env=dict(populated.env))
+    assert default.returncode == 1
+    assert "chongming.db" in default.stderr  # R21: ./chongming.db by default
+    (tmp_path / "chongming.db").write_bytes(populated.db.read_bytes())
+    local = populated.cli("ps", "--json", cwd=tmp_path, env=dict(populated.env))
+    assert local.returncode == 0, local.stderr
+
+
+# ------------------------------------------------------------------ housekeeping
+def test_reconcile_and_prune(populated: Workspace, tmp_path: Path) -> None:
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(populated.db.read_bytes())
+    dry = populated.cli("--db", str(copy), "reconcile", "--dry-run", "--json")
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout) == {"dry_run": True, "lost": [], "adoptable": [], "skipped": []}
+    human = populated.cli("--db", str(copy), "reconcile")
+    assert human.stdout.startswith("reconcile: marked 0 lost, 0 adoptable, 0 skipped")
+    pruned = populated.cli("--db", str(copy), "prune", "--keep-terminal", "1")
+    assert pruned.returncode == 0
+    assert pruned.stdout.startswith("pruned 2 finished task(s)")
+    left = json.loads(populated.cli("--db", str(copy), "ps", "--json").stdout)
+    assert [t["task_id"] for t in left] == ["keyed-1"]
+
+
+# ------------------------------------------------------------------ dashboard
+@pytest.mark.parametrize(
+    ("module", "code", "expected"),
+    [
+        pytest.param(
+            "raise ImportError('no textual')",
+            1,
+            'pip install "chongming-task[tui]"',
+            id="not-installed",
+        ),
+        pytest.param("", 1, 'pip install -U "chongming-task[tui]"', id="no-dashboard"),
+        pytest.param(
+            "def run_dashboard(*, controller, store_label):\n"
+            "    print('dashboard on', store_label, controller.stats().total)\n"
+            "    return 0\n",
+            0,
+            "dashboard on",
+            id="dashboard",
+        ),
+    ],
+)
+def test_dashboard_needs_the_tui_extra(
+    populated: Workspace, tmp_path: Path, module: str, code: int, expected: str
+) -> None:
+    fake = tmp_path / "fake" / "chongming_tui"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(module, encoding="utf-8")
+    env = make_workspace(tmp_path / "ws", extra_path=[fake.parent]).env
+    done = populated.cli("--db", str(populated.db), "dashboard", env=env)
+    assert done.returncode == code, done.stderr
+    if code:
+        assert expected in _one_error_line(done.stderr)
+    else:
+        assert done.stdout.strip() == f"dashboard on {populated.db} 3"
+
+
+# ------------------------------------------------------------------ secrets
+def test_a_dsn_password_never_appears(shared: Workspace) -> None:
+    dsn = "postgresql://app:Sup3rSecret@127.0.0.1:1/tasks"
+    for args in (["--dsn", dsn, "ps"], ["--debug", "--dsn", dsn, "status", "x"]):
+        done = shared.cli(*args)
+        assert done.returncode == 1
+        assert "Sup3rSecret" not in done.stdout + done.stderr
+        assert "****" in done.stderr or "127.0.0.1" in done.stderr
+    env = dict(shared.env, CHONGMING_DSN=dsn)
+    done = shared.cli("ps", env=env)
+    assert done.returncode == 1
+    assert "Sup3rSecret" not in done.stderr
+    _one_error_line(done.stderr)

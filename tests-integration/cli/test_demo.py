@@ -1,0 +1,39 @@
+"""``make demo`` (``python -m chongming_task.demo``) runs the main job through the CLI."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from chongming_core import TaskStatus
+from chongming_store_sqlite import SqliteTaskStore
+
+
+def test_the_demo_runs_and_leaves_its_database(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHONGMING_")}
+    done = subprocess.run(
+        [sys.executable, "-m", "chongming_task.demo"],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    assert "pipeline succeeded" in out
+    assert "pause requested for task 'orders-worker' but not confirmed" in out
+    assert "status:   paused (in place)" in out
+    assert "chongming-task --db .demo/tasks.db dashboard" in out
+    assert "(exit code 3)" in out  # the failing task
+    db = tmp_path / ".demo" / "tasks.db"
+    with SqliteTaskStore(db) as store:
+        worker = store.get("orders-worker")
+        assert worker is not None
+        assert worker.status is TaskStatus.SUCCEEDED
+        steps = [t.to_status for t in store.history("orders-worker")]
+    assert TaskStatus.PAUSED in steps
+    assert steps[-2:] == [TaskStatus.STOPPING, TaskStatus.SUCCEEDED]
