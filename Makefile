@@ -36,6 +36,9 @@ lint: sync ## ruff, ruff format --check, mypy --strict, import-linter
 bench: sync ## run the benchmarks (ratios against baselines measured in the same run)
 	@$(UV) run --frozen python benchmarks/run.py
 
+dashboard: sync ## open the live dashboard on the demo database (run make demo first)
+	@$(UV) run --frozen chongming-task --db .demo/tasks.db dashboard
+
 fmt: sync ## format and autofix
 	$(UV) run --frozen ruff format .
 	$(UV) run --frozen ruff check --fix .

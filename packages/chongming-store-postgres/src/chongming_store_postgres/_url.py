@@ -1,7 +1,13 @@
-"""Open a `PostgresTaskStore` from a URL (the ``chongming.stores`` entry point for
-``postgresql``)."""
+"""Open a `PostgresTaskStore` from a URL (the ``chongming.stores`` entry point for ``postgresql``).
+
+``postgresql://user:pw@host:5432/db?schema=chongming`` — the ``schema`` query
+parameter is chongming's own and is removed before the URL reaches libpq, which
+rejects parameters it does not know.
+"""
 
 from __future__ import annotations
+
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from chongming_store_postgres._store import PostgresTaskStore
 
@@ -9,5 +15,11 @@ __all__ = ["store_from_url"]
 
 
 def store_from_url(url: str) -> PostgresTaskStore:
-    """``postgresql://user:pw@host:5432/db`` (``postgres://`` works too)."""
-    return PostgresTaskStore(url)
+    """``postgresql://user:pw@host:5432/db[?schema=name]`` (``postgres://`` works too)."""
+    parts = urlsplit(url)
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [value for key, value in params if key == "schema"]
+    if not schemas:
+        return PostgresTaskStore(url)
+    rest = urlencode([(key, value) for key, value in params if key != "schema"])
+    return PostgresTaskStore(urlunsplit(parts._replace(query=rest)), schema=schemas[-1])
