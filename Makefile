@@ -27,8 +27,8 @@ test: sync ## run the whole test suite
 lint: sync ## ruff, ruff format --check, mypy --strict, import-linter
 	$(UV) run --frozen ruff check .
 	$(UV) run --frozen ruff format --check .
-	$(UV) run --frozen mypy packages/*/src conftest.py tests-integration benchmarks examples
-	@for tests in packages/*/tests; do \
+	$(UV) run --frozen mypy packages/*/src conftest.py tests-integration/*.py benchmarks examples
+	@for tests in packages/*/tests tests-integration/*/; do \
 		echo "mypy $$tests"; $(UV) run --frozen mypy $$tests || exit 1; \
 	done
 	$(UV) run --frozen lint-imports
