@@ -1,0 +1,134 @@
+"""The refresh: one round of queries through the Controller, run off the UI thread.
+
+`fetch` is the only code that reads the store. It uses the Controller's query
+side only (`stats`, `list_tasks` with a limit, `get`, `history`), so the
+dashboard sees exactly what every other console sees and bypasses nothing.
+`PendingAction` turns "a command was sent" into "the change was observed",
+because a pause of a task held by another process has no receipt.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from chongming_core import Clock, TaskSnapshot, TaskStatus, Transition
+from chongming_runtime import Controller, ControllerStats
+from chongming_tui._filters import TaskFilter
+
+__all__ = ["PendingAction", "Refresh", "fetch"]
+
+_S = TaskStatus
+
+
+@dataclass(frozen=True, slots=True)
+class Refresh:
+    """What one refresh read, and when.
+
+    Attributes:
+        generation: the view version it was fetched for (stale results are dropped).
+        task_filter: the view it was fetched for.
+        stats: per-status counts of the whole store.
+        tasks: the rows of the view, in store order, at most ``task_filter.limit``.
+        detail_id: the task whose detail was fetched (None: no detail open).
+        detail: its snapshot (None: unknown or no detail open).
+        history: its whole trajectory.
+        watched: fresh snapshots of tasks with an action awaiting confirmation.
+        now: the wall-clock moment ages and elapsed times are computed for.
+        fetched_at: the clock's monotonic time at the end of the fetch.
+        took: seconds the queries took (real time).
+    """
+
+    generation: int
+    task_filter: TaskFilter
+    stats: ControllerStats
+    tasks: tuple[TaskSnapshot, ...]
+    detail_id: str | None = None
+    detail: TaskSnapshot | None = None
+    history: tuple[Transition, ...] = ()
+    watched: Mapping[str, TaskSnapshot | None] = field(default_factory=dict)
+    now: datetime | None = None
+    fetched_at: float = 0.0
+    took: float = 0.0
+
+
+def fetch(
+    controller: Controller,
+    task_filter: TaskFilter,
+    *,
+    clock: Clock,
+    generation: int = 0,
+    detail_id: str | None = None,
+    watched_ids: Collection[str] = (),
+) -> Refresh:
+    """Run the queries of one refresh (blocking: call it from a worker thread)."""
+    started = time.perf_counter()
+    stats = controller.stats()
+    tasks = tuple(controller.list_tasks(**task_filter.query_kwargs()))
+    detail = None
+    history: tuple[Transition, ...] = ()
+    if detail_id is not None:
+        detail = controller.get(detail_id)
+        history = tuple(controller.history(detail_id)) if detail is not None else ()
+    shown = {s.task_id: s for s in tasks}
+    watched = {
+        task_id: shown[task_id] if task_id in shown else controller.get(task_id)
+        for task_id in watched_ids
+    }
+    return Refresh(
+        generation=generation,
+        task_filter=task_filter,
+        stats=stats,
+        tasks=tasks,
+        detail_id=detail_id,
+        detail=detail,
+        history=history,
+        watched=watched,
+        now=clock.now(),
+        fetched_at=clock.monotonic(),
+        took=time.perf_counter() - started,
+    )
+
+
+@dataclass(slots=True)
+class PendingAction:
+    """An action sent for a task, waiting until its effect is seen in the store.
+
+    Attributes:
+        task_id: the task.
+        action: ``"stop"``, ``"pause"`` or ``"resume"``.
+        seen: statuses observed since the action was sent.
+    """
+
+    task_id: str
+    action: str
+    seen: set[TaskStatus] = field(default_factory=set)
+
+    def settle(self, snapshot: TaskSnapshot | None) -> str | None:
+        """The outcome once it is observed (a sentence), else None (still pending)."""
+        who = self.task_id
+        if snapshot is None:
+            return f"{self.action} of {who}: the task is no longer in the store"
+        status = snapshot.status
+        self.seen.add(status)
+        if self.action == "pause":
+            if status is _S.PAUSED:
+                return f"pause of {who} confirmed: the task is paused"
+            if status.is_terminal:
+                return f"pause of {who} not applied: the task ended {status.value}"
+            if _S.PAUSING in self.seen and status is _S.RUNNING:
+                return f"pause of {who} not reached: the task went back to running"
+            return None
+        if self.action == "resume":
+            if status.is_terminal:
+                return f"resume of {who}: the task ended {status.value}"
+            if status not in {_S.PAUSED, _S.PAUSING}:
+                return f"resume of {who} confirmed: the task is {status.value}"
+            return None
+        if status is _S.STOPPED:
+            return f"stop of {who} confirmed: the task is stopped"
+        if status.is_terminal:
+            return f"stop of {who}: the task ended {status.value} first"
+        return None
