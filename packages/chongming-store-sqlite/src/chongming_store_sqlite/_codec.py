@@ -29,6 +29,7 @@ from chongming_core import (
     Transition,
 )
 from chongming_core._records import parse_time
+from chongming_store_sqlite._search import search_key
 
 __all__ = [
     "COMMAND_COLUMNS",
@@ -145,6 +146,7 @@ def encode_snapshot(
             heartbeat_at,
             snapshot.pid,
             dumps(document),
+            search_key(task_id, snapshot.name, snapshot.label),
         )
         rows = transition_rows(transitions)
     except (TypeError, ValueError, ConfigurationError) as exc:

@@ -27,6 +27,7 @@ from pathlib import Path
 from chongming_core import StoreError
 from chongming_store_sqlite._errors import is_locked
 from chongming_store_sqlite._schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
+from chongming_store_sqlite._search import SEARCH_KEY_FUNCTION, search_key
 
 __all__ = ["connect", "initialise", "prepare_file"]
 
@@ -219,6 +220,7 @@ def initialise(conn: sqlite3.Connection, path: str, *, busy_timeout: float, memo
     version = _identity(conn)[1]
     if version == SCHEMA_VERSION:
         return
+    conn.create_function(SEARCH_KEY_FUNCTION, 3, search_key, deterministic=True)
     conn.execute("BEGIN IMMEDIATE")
     try:
         app_id, version, tables = _identity(conn)

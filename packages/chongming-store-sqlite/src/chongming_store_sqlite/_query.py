@@ -19,13 +19,16 @@ from typing import TypeVar
 
 from chongming_core import TaskQuery
 from chongming_store_sqlite._codec import micros
+from chongming_store_sqlite._search import SEARCH_KEY_FUNCTION, UNSAFE_IN_NEEDLE, search_key
 
 __all__ = [
     "CHUNK",
     "SEARCH_FUNCTION",
+    "SEARCH_KEY_FUNCTION",
     "chunks",
     "placeholders",
     "prefix_successor",
+    "search_key",
     "search_matches",
     "where_clause",
 ]
@@ -35,6 +38,7 @@ CHUNK = 500
 
 #: The name of the SQL function `search_matches` is registered as.
 SEARCH_FUNCTION = "chongming_search"
+
 
 _T = TypeVar("_T")
 _MAX_CODE_POINT = 0x10FFFF
@@ -78,12 +82,15 @@ def search_matches(needle: str | None, *haystacks: str | None) -> int:
 
 
 def where_clause(
-    query: TaskQuery, task_ids: Sequence[str] | None = None
+    query: TaskQuery, task_ids: Sequence[str] | None = None, *, ordered_scan: bool = False
 ) -> tuple[str, list[object]]:
     """The ``WHERE`` text and its parameters for every filter of `query`.
 
     `task_ids` replaces ``query.task_ids`` (the caller passes one chunk at a time).
-    Limit, offset and order are the caller's business.
+    Limit, offset and order are the caller's business. With `ordered_scan` (a limited
+    query in creation order) the name range is kept off the index: walking ``seq`` and
+    stopping at the limit costs at most one scan, while the name index would make SQLite
+    sort every match first (a common prefix matching most of a big store is the slow case).
     """
     clauses: list[str] = []
     params: list[object] = []
@@ -92,11 +99,12 @@ def where_clause(
         clauses.append(f"status IN ({placeholders(len(statuses))})")
         params.extend(statuses)
     if query.name_prefix:
-        clauses.append("name >= ?")
+        column = "+name" if ordered_scan else "name"  # unary + keeps the index out
+        clauses.append(f"{column} >= ?")
         params.append(query.name_prefix)
         upper = prefix_successor(query.name_prefix)
         if upper is not None:
-            clauses.append("name < ?")
+            clauses.append(f"{column} < ?")
             params.append(upper)
     if query.tag is not None:
         clauses.append("task_id IN (SELECT task_id FROM task_tags WHERE tag = ?)")
@@ -121,6 +129,12 @@ def where_clause(
         clauses.append("pipeline_id = ?")
         params.append(query.pipeline_id)
     if query.search is not None:
-        clauses.append(f"{SEARCH_FUNCTION}(?, task_id, name, label)")
-        params.append(query.search)
+        needle = query.search
+        if needle and not any(c in needle for c in UNSAFE_IN_NEEDLE):
+            # the indexed-free but C-speed path: a plain substring test on a stored key
+            clauses.append("instr(search_key, ?) > 0")
+            params.append(needle.casefold())
+        else:
+            clauses.append(f"{SEARCH_FUNCTION}(?, task_id, name, label)")
+            params.append(needle)
     return (" WHERE " + " AND ".join(clauses)) if clauses else "", params

@@ -276,7 +276,7 @@ class SqliteTaskStore(TaskStore):
         q = query or TaskQuery()
         order = "DESC" if q.newest_first else "ASC"
         if q.task_ids is None:
-            where, params = where_clause(q)
+            where, params = where_clause(q, ordered_scan=q.limit is not None)
             statement = (
                 f"SELECT {SNAPSHOT_COLUMNS} FROM tasks{where} ORDER BY seq {order} LIMIT ? OFFSET ?"
             )
