@@ -110,13 +110,16 @@ def test_start_twice_is_an_error() -> None:
 
 def test_wait_timeout_raises_the_builtin_timeout_error_and_changes_nothing() -> None:
     release = threading.Event()
+    entered = threading.Event()
 
     def body(ctx: TaskContext) -> str:
+        entered.set()
         release.wait(10)
         return "ok"
 
     run = TaskRun(body)
     run.start()
+    assert entered.wait(10)  # the body runs only once `running` is recorded
     before = run.transitions
     with pytest.raises(TimeoutError, match="wait\\(\\) changed nothing"):
         run.wait(timeout=0.01)

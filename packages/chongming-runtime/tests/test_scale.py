@@ -15,6 +15,7 @@ import pytest
 
 from chongming_core import FakeClock, FixedBackoff, RetryPolicy, TaskStatus
 from chongming_runtime import TaskContext, TaskRun
+from chongming_runtime.executors import thread as thread_executor
 
 S = TaskStatus
 N = 10_000
@@ -35,9 +36,9 @@ def task_threads() -> list[threading.Thread]:
 
 
 def join_task_threads() -> None:
-    for thread in task_threads():
-        thread.join(30)
-    assert task_threads() == []
+    """Wait until every attempt's thread has returned, then let parked threads exit."""
+    settle(lambda: task_threads() == [])  # a thread is renamed when it parks
+    thread_executor._CACHE.clear()
 
 
 @pytest.mark.slow
@@ -53,6 +54,7 @@ def test_ten_thousand_running_attempts_use_one_thread_each_and_nothing_more() ->
         ctx.checkpoint()  # raises: the run was stopped meanwhile
 
     clock = FakeClock()  # the graceful windows are timers that never need to fire here
+    thread_executor._CACHE.clear()  # no parked thread from earlier tests: each attempt starts one
     baseline = threading.active_count()
     runs = [TaskRun(body, (i,), task_id=f"scale-{i}", clock=clock) for i in range(N)]
     try:
@@ -84,6 +86,7 @@ def test_ten_thousand_tasks_in_retry_wait_use_no_thread() -> None:
         raise RuntimeError("try again in an hour")
 
     policy = RetryPolicy(max_attempts=2, backoff=FixedBackoff(3600))
+    thread_executor._CACHE.clear()
     baseline = threading.active_count()
     runs = [TaskRun(body, task_id=f"scale-r{i}", clock=clock, retry=policy) for i in range(N)]
     for run in runs:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from chongming_core import (
     UNSET,
@@ -196,4 +196,71 @@ def test_background_flush_writes_non_terminal_transitions() -> None:
     stored = store.get("t1")
     assert stored is not None
     assert stored.status is TaskStatus.QUEUED
+    writer.close()
+
+
+class GatedStore(InMemoryTaskStore):
+    """A store whose `save_many` waits for a gate, counting the batches it took."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+        self.batches: list[list[str]] = []
+
+    def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+        self.entered.set()
+        assert self.gate.wait(10)
+        self.batches.append([w.snapshot.task_id for w in writes])
+        return super().save_many(writes)
+
+
+def test_on_durable_is_called_only_after_the_store_holds_the_write() -> None:
+    store = GatedStore()
+    writer = StoreWriter(store, clock=FakeClock())
+    machine = StateMachine.create("t1", "extract", clock=FakeClock())
+    machine.mark_queued()
+    durable = threading.Event()
+    writer.record(machine.snapshot, machine.transitions, on_durable=durable.set)  # returns at once
+    assert store.entered.wait(10)  # the writer started at once (no batching delay) ...
+    assert not durable.is_set()  # ... and the caller is not told before the commit
+    assert store.get("t1") is None
+    store.gate.set()
+    assert durable.wait(10)
+    stored = store.get("t1")
+    assert stored is not None
+    assert stored.status is TaskStatus.QUEUED
+    writer.close()
+
+
+def test_writes_recorded_during_a_commit_share_the_next_one() -> None:
+    store = GatedStore()
+    writer = StoreWriter(store, clock=FakeClock())
+    machines = [StateMachine.create(f"t{i}", "extract", clock=FakeClock()) for i in range(4)]
+    told: list[str] = []
+    lock = threading.Lock()
+
+    def teller(task_id: str) -> Callable[[], None]:
+        def tell() -> None:
+            with lock:
+                told.append(task_id)
+
+        return tell
+
+    first = machines[0]
+    writer.record(first.snapshot, on_durable=teller("t0"))
+    assert store.entered.wait(10)  # t0's commit is under way and held
+    for machine in machines[1:]:
+        machine.mark_queued()
+        writer.record(machine.snapshot, machine.transitions, on_durable=teller(machine.task_id))
+    store.gate.set()
+    writer.flush()  # whichever flush takes them (this one or the writer's), it is one commit
+    deadline = threading.Event()
+    for _ in range(1000):
+        with lock:
+            if len(told) == 4:
+                break
+        deadline.wait(0.01)
+    assert sorted(told) == ["t0", "t1", "t2", "t3"]
+    assert store.batches == [["t0"], ["t1", "t2", "t3"]]
     writer.close()

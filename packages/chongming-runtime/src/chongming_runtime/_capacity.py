@@ -15,7 +15,7 @@ from __future__ import annotations
 import heapq
 import itertools
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = ["Capacity", "ReadyItem", "ReadyQueue"]
 
@@ -107,27 +107,39 @@ class Capacity:
         return True
 
 
-@dataclass(order=True, slots=True)
+@dataclass(slots=True)
 class ReadyItem:
-    """A queued task as the scheduler sees it."""
+    """A queued task as the scheduler sees it (ordered by priority, then arrival)."""
 
-    sort_key: tuple[int, int] = field(init=False, repr=False)
-    task_id: str = field(compare=False)
-    priority: int = field(compare=False, default=0)
-    tags: frozenset[str] = field(compare=False, default=frozenset())
-    bucket: int | None = field(compare=False, default=None)
-    sequence: int = field(compare=False, default=0)
+    task_id: str
+    priority: int = 0
+    tags: frozenset[str] = frozenset()
+    bucket: int | None = None
+    sequence: int = 0
 
-    def __post_init__(self) -> None:
-        self.sort_key = (-self.priority, self.sequence)
+    @property
+    def sort_key(self) -> tuple[int, int]:
+        """Higher priority first, then first come first served."""
+        return (-self.priority, self.sequence)
+
+    def __lt__(self, other: ReadyItem) -> bool:
+        return self.sort_key < other.sort_key
+
+
+_Entry = tuple[int, int, str, frozenset[str], int | None]  # -priority, sequence, id, tags, bucket
 
 
 class ReadyQueue:
-    """Queued tasks by priority, then FIFO; removal is lazy and O(1)."""
+    """Queued tasks by priority, then FIFO; removal is lazy and O(1).
+
+    A queued task costs one tuple ``(-priority, sequence, task_id, tags, bucket)``,
+    shared by the heap and the index: ordering is a C-level tuple comparison (the
+    sequence is unique, so nothing after it is ever compared).
+    """
 
     def __init__(self) -> None:
-        self._heap: list[ReadyItem] = []
-        self._live: dict[str, ReadyItem] = {}
+        self._heap: list[_Entry] = []
+        self._live: dict[str, _Entry] = {}
         self._counter = itertools.count()
 
     def __len__(self) -> int:
@@ -147,15 +159,9 @@ class ReadyQueue:
         """Queue `task_id` behind every task of the same or higher priority."""
         if task_id in self._live:
             return
-        item = ReadyItem(
-            task_id=task_id,
-            priority=priority,
-            tags=tags,
-            bucket=bucket,
-            sequence=next(self._counter),
-        )
-        self._live[task_id] = item
-        heapq.heappush(self._heap, item)
+        entry = (-priority, next(self._counter), task_id, tags, bucket)
+        self._live[task_id] = entry
+        heapq.heappush(self._heap, entry)
 
     def remove(self, task_id: str) -> bool:
         """Forget a queued task (it was stopped or paused before it started)."""
@@ -168,21 +174,26 @@ class ReadyQueue:
         """
         if len(capacity._holds) >= capacity.max_parallel:
             return None
-        skipped: list[ReadyItem] = []
-        found: ReadyItem | None = None
-        while self._heap:
-            item = heapq.heappop(self._heap)
-            if self._live.get(item.task_id) is not item:
+        skipped: list[_Entry] = []
+        found: _Entry | None = None
+        heap = self._heap
+        live = self._live
+        while heap:
+            entry = heapq.heappop(heap)
+            if live.get(entry[2]) is not entry:
                 continue  # removed lazily
-            if capacity.fits(item.tags, item.bucket):
-                del self._live[item.task_id]
-                found = item
+            if capacity.fits(entry[3], entry[4]):
+                del live[entry[2]]
+                found = entry
                 break
-            skipped.append(item)
-        for item in skipped:
-            heapq.heappush(self._heap, item)
-        return found
+            skipped.append(entry)
+        for entry in skipped:
+            heapq.heappush(heap, entry)
+        if found is None:
+            return None
+        negative, sequence, task_id, tags, bucket = found
+        return ReadyItem(task_id, -negative, tags, bucket, sequence)
 
     def task_ids(self) -> list[str]:
         """Queued task ids in dispatch order (for inspection)."""
-        return [i.task_id for i in sorted(self._live.values())]
+        return [entry[2] for entry in sorted(self._live.values())]

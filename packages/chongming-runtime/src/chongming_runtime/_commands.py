@@ -92,6 +92,11 @@ class CommandPoller:
         """True while the polling thread is alive."""
         return self._thread is not None and self._thread.is_alive()
 
+    @property
+    def started(self) -> bool:
+        """True once `start` was called (the thread may have ended since)."""
+        return self._thread is not None
+
     def start(self) -> None:
         """Start polling (idempotent)."""
         with self._lock:

@@ -30,38 +30,34 @@ from types import ModuleType
 from typing import Any
 
 from chongming_core import (
-    ACTIVE_STATUSES,
     SYSTEM_CLOCK,
     BucketPolicy,
     Clock,
-    Command,
-    CommandAction,
     ConcurrencyPolicy,
     ConfigurationError,
     InMemoryTaskStore,
     RetryPolicy,
     StateMachine,
-    TaskQuery,
     TaskSnapshot,
     TaskStatus,
     TaskStore,
     Timeout,
     TimerHandle,
-    TouchUpdate,
-    Transition,
     validate_tags,
 )
 from chongming_runtime._capacity import Capacity, ReadyQueue
-from chongming_runtime._commands import NOT_HELD, CommandPoller, new_command
+from chongming_runtime._commands import CommandPoller
+from chongming_runtime._controller_controls import ControllerControls
+from chongming_runtime._controller_flow import ControllerFlow
+from chongming_runtime._controller_queries import ControllerQueries
 from chongming_runtime._outcome import TaskOutcome
 from chongming_runtime._ownership import BucketOwnership
 from chongming_runtime._pipeline import Pipeline
 from chongming_runtime._pipeline_run import PipelineCoordinator, PipelineRun
 from chongming_runtime._reconcile import ReconcileReport, reconcile_store
 from chongming_runtime._registry import RegisteredTask, TaskRegistry
-from chongming_runtime._stats import ControllerStats
 from chongming_runtime._task_run import TaskRun
-from chongming_runtime._writer import PersistFailure, StoreWriter
+from chongming_runtime._writer import StoreWriter
 from chongming_runtime.executors._base import Executor
 from chongming_runtime.executors.thread import ThreadExecutor
 
@@ -69,6 +65,7 @@ __all__ = ["Controller"]
 
 _S = TaskStatus
 _log = logging.getLogger("chongming_task.controller")
+_ONE_ATTEMPT = RetryPolicy(max_attempts=1)
 
 
 def default_owner() -> str:
@@ -76,27 +73,7 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _holds_slot(snapshot: TaskSnapshot) -> bool:
-    if snapshot.status in ACTIVE_STATUSES:
-        return True
-    return snapshot.status is _S.PAUSED and snapshot.paused_in_place
-
-
-def _statuses(
-    status: TaskStatus | str | Iterable[TaskStatus | str] | None,
-) -> frozenset[TaskStatus] | None:
-    if status is None:
-        return None
-    if isinstance(status, TaskStatus | str):
-        status = [status]
-    try:
-        return frozenset(TaskStatus(s) for s in status)
-    except ValueError as exc:
-        known = ", ".join(s.value for s in TaskStatus)
-        raise ConfigurationError(f"{exc}; statuses are: {known}") from None
-
-
-class Controller:
+class Controller(ControllerControls, ControllerQueries, ControllerFlow):
     """Manage many tasks: register names, submit, query, control, recover.
 
     Example::
@@ -211,10 +188,6 @@ class Controller:
         self._lock = threading.RLock()
         self._registry = TaskRegistry()
         self._runs: dict[str, TaskRun] = {}
-        self._recipes: dict[
-            str, tuple[RegisteredTask, tuple[Any, ...], dict[str, Any], dict[str, Any]]
-        ] = {}
-        self._queue_meta: dict[str, tuple[int, frozenset[str], int | None]] = {}
         self._capacity = Capacity(
             concurrency.max_parallel,
             limits=concurrency.limits,
@@ -226,6 +199,8 @@ class Controller:
         self._lease_until = self.clock.now() + timedelta(seconds=self.lease_ttl)
         self._next_renewal = self.clock.monotonic() + self.lease_ttl / 3
         self._writer = StoreWriter(self.store, clock=self.clock, decorate=self._stamp_lease)
+        self._admission = self._admit  # one bound method shared by every run
+        self._listening: tuple[Controller] = (self,)
         self._tick_timer: TimerHandle | None = None
         self._pipelines = PipelineCoordinator(self)
         self._poller = CommandPoller(
@@ -330,22 +305,31 @@ class Controller:
             retry=retry, timeout=timeout, executor=executor,
         )  # fmt: skip
         task_id = self._new_task_id(name, task_id)
-        machine = StateMachine.create(
-            task_id,
-            name,
-            max_attempts=options["retry"].max_attempts,
-            label=label,
-            description=registered.description,
-            tags=options["tags"],
-            priority=options["priority"],
-            bucket=options["bucket"],
-            bucket_key=bucket_key,
+        now = self.clock.now()
+        # every field was validated above (StateMachine.create would validate them again and
+        # copy the tag set, which a registered task shares between all its submissions)
+        machine = StateMachine(
+            TaskSnapshot(
+                task_id=task_id,
+                name=name,
+                max_attempts=options["retry"].max_attempts,
+                label=label,
+                description=registered.description,
+                tags=options["tags"],
+                priority=options["priority"],
+                bucket=options["bucket"],
+                bucket_key=bucket_key,
+                created_at=now,
+                updated_at=now,
+            ),
             clock=self.clock,
         )
-        run = self._make_run(registered, machine, args, kwargs, options)
-        self._writer.record(run.snapshot)
-        self._poller.start()
-        self._ensure_tick()
+        run = self._make_run(registered.fn, machine, args, kwargs, options)
+        self._writer.record(machine.snapshot)
+        if not self._poller.started:
+            self._poller.start()
+        if self._tick_timer is None:
+            self._ensure_tick()
         run.start()
         return run
 
@@ -384,7 +368,7 @@ class Controller:
             "tags": validate_tags(tags) if tags is not None else registered.tags,
             "priority": self.concurrency.priority if priority is None else priority,
             "bucket": self._ownership.bucket_for_submit(bucket_key),
-            "retry": retry or registered.retry or RetryPolicy(max_attempts=1),
+            "retry": retry or registered.retry or _ONE_ATTEMPT,
             "timeout": timeout or registered.timeout,
             "executor": executor or self._executor,
         }
@@ -405,7 +389,7 @@ class Controller:
 
     def _make_run(
         self,
-        registered: RegisteredTask,
+        fn: Callable[..., Any],
         machine: StateMachine,
         args: tuple[Any, ...],
         kwargs: Mapping[str, Any],
@@ -414,9 +398,9 @@ class Controller:
         upstream: Mapping[str, Any] | None = None,
     ) -> TaskRun:
         run = TaskRun(
-            registered.fn,
-            tuple(args),
-            dict(kwargs),
+            fn,
+            args,
+            kwargs,
             executor=options["executor"],
             retry=options["retry"],
             timeout=options["timeout"],
@@ -427,374 +411,13 @@ class Controller:
             upstream=upstream,
             actor=self.owner,
             machine=machine,
-            listeners=[self],
-            admission=self._admit,
+            listeners=self._listening,
+            admission=self._admission,
         )
-        snap = machine.snapshot
+        task_id = machine.task_id
         with self._lock:
-            self._runs[snap.task_id] = run
-            self._recipes[snap.task_id] = (registered, tuple(args), dict(kwargs), dict(options))
-            self._queue_meta[snap.task_id] = (snap.priority, snap.tags, snap.bucket)
+            self._runs[task_id] = run
         return run
-
-    # ================================================================ scheduling
-    def _admit(self, run: TaskRun) -> None:
-        """Admission callback of every run: it is ready for an attempt; queue it."""
-        with self._lock:
-            if self._closing:
-                return
-            priority, tags, bucket = self._queue_meta[run.task_id]
-            self._ready.push(run.task_id, priority=priority, tags=tags, bucket=bucket)
-        self._schedule()
-
-    def _schedule(self) -> None:
-        """Dispatch queued runs while capacity allows (scanning past blocked heads)."""
-        while True:
-            with self._lock:
-                if self._closing:
-                    return
-                item = self._ready.pop_fitting(self._capacity)
-                if item is None:
-                    return
-                run = self._runs.get(item.task_id)
-                if run is None or run.status is not _S.QUEUED:
-                    continue
-                self._capacity.acquire(item.task_id, item.tags, item.bucket)
-            run.dispatch()
-
-    # ================================================================ run listener
-    def on_transition(self, run: TaskRun, transition: Transition, snapshot: TaskSnapshot) -> None:
-        """Write the transition through and keep the capacity account (a `RunListener`)."""
-        status = transition.to_status
-        self._writer.record(snapshot, (transition,), durable=status.is_terminal)
-        released = False
-        with self._lock:
-            if status is not _S.QUEUED:
-                self._ready.remove(snapshot.task_id)
-            if not _holds_slot(snapshot):
-                released = self._capacity.release(snapshot.task_id)
-        if status.is_terminal and snapshot.pipeline_id is not None:
-            self._pipelines.node_settled(snapshot)
-        if released:
-            self._schedule()
-
-    def on_side_update(self, run: TaskRun, snapshot: TaskSnapshot) -> None:
-        """Progress is flushed on the touch timer, never per call (R18)."""
-
-    # ================================================================ leases and touches
-    def _stamp_lease(self, snapshot: TaskSnapshot) -> TaskSnapshot:
-        if snapshot.is_terminal:
-            return snapshot.evolve(lease_owner=self.owner, lease_until=None)
-        return snapshot.evolve(lease_owner=self.owner, lease_until=self._lease_until)
-
-    def _ensure_tick(self) -> None:
-        with self._lock:
-            if self._tick_timer is None and not self._closing:
-                self._tick_timer = self.clock.call_later(self.touch_interval, self._tick)
-
-    def _tick(self) -> None:
-        """Every `touch_interval`: flush progress and heartbeats; renew leases when due."""
-        with self._lock:
-            self._tick_timer = None
-            if self._closing:
-                return
-            runs = [r for r in self._runs.values() if not r.done]
-        renew = self.clock.monotonic() >= self._next_renewal
-        if renew:
-            self._lease_until = self.clock.now() + timedelta(seconds=self.lease_ttl)
-            self._next_renewal = self.clock.monotonic() + self.lease_ttl / 3
-        for run in runs:
-            status = run.status
-            if status.is_terminal:
-                continue
-            if status in ACTIVE_STATUSES or status is _S.PAUSED:
-                snap = run.snapshot
-                self._writer.touch(
-                    TouchUpdate(
-                        snap.task_id,
-                        progress=snap.progress,
-                        heartbeat_at=snap.last_heartbeat_at,
-                        pid=snap.pid,
-                        **self._lease_fields(renew),
-                    )
-                )
-            elif renew:
-                self._writer.touch(TouchUpdate(run.task_id, **self._lease_fields(True)))
-        self._pipelines.renew(renew)
-        self._writer.request_flush()
-        self._ensure_tick()
-
-    def _lease_fields(self, renew: bool) -> dict[str, Any]:
-        if not renew:
-            return {}
-        return {"lease_owner": self.owner, "lease_until": self._lease_until}
-
-    def flush(self) -> bool:
-        """Write everything pending to the store now; True when the store took it all."""
-        return self._writer.flush()
-
-    @property
-    def persist_failures(self) -> list[PersistFailure]:
-        """The latest store failures (at most 20). Tasks are unaffected; the store catches up."""
-        return self._writer.failures
-
-    # ================================================================ queries
-    def runs(self) -> list[TaskRun]:
-        """Every run handle held by this process (continue to control them by id)."""
-        with self._lock:
-            return list(self._runs.values())
-
-    def run(self, task_id: str) -> TaskRun | None:
-        """The run handle of `task_id` if this process holds it."""
-        with self._lock:
-            return self._runs.get(task_id)
-
-    def get(self, task_id: str) -> TaskSnapshot | None:
-        """The task's snapshot (live for tasks held here, else from the store); None if unknown."""
-        with self._lock:
-            run = self._runs.get(task_id)
-        if run is not None:
-            return self._stamp_lease(run.snapshot)
-        held = self._pipelines.snapshot(task_id)
-        if held is not None:
-            return held
-        return self.store.get(task_id)
-
-    def history(self, task_id: str) -> list[Transition]:
-        """The task's whole trajectory."""
-        with self._lock:
-            run = self._runs.get(task_id)
-        if run is not None:
-            return list(run.transitions)
-        self._writer.flush()
-        return self.store.history(task_id)
-
-    def list_tasks(
-        self,
-        status: TaskStatus | str | Iterable[TaskStatus | str] | None = None,
-        *,
-        name_prefix: str | None = None,
-        tag: str | None = None,
-        bucket: int | None = None,
-        buckets: Iterable[int] | None = None,
-        search: str | None = None,
-        limit: int | None = None,
-        newest_first: bool = False,
-    ) -> list[TaskSnapshot]:
-        """Tasks matching the filters, from the store (so other processes' tasks too)."""
-        query = TaskQuery(
-            statuses=_statuses(status),
-            name_prefix=name_prefix,
-            tag=tag,
-            bucket=bucket,
-            buckets=None if buckets is None else frozenset(buckets),
-            search=search,
-            limit=limit,
-            newest_first=newest_first,
-        )
-        self._writer.flush()
-        found = self.store.query(query)
-        with self._lock:
-            live = {s.task_id: self._runs[s.task_id] for s in found if s.task_id in self._runs}
-        if not live:
-            return found
-        result = []
-        for snap in found:
-            run = live.get(snap.task_id)
-            fresh = self._stamp_lease(run.snapshot) if run is not None else snap
-            result.append(fresh if query.matches(fresh) else snap)
-        return result
-
-    def stats(self) -> ControllerStats:
-        """Per-status counts of every task in the store, plus ``unfinished``."""
-        self._writer.flush()
-        return ControllerStats(self.store.status_counts())
-
-    def bucket_counts(self) -> dict[int, int]:
-        """Tasks per bucket (used to decide which node takes which buckets)."""
-        self._writer.flush()
-        return self.store.bucket_counts()
-
-    @property
-    def active_count(self) -> int:
-        """Tasks really holding an execution slot in this process (paused in place included)."""
-        with self._lock:
-            return self._capacity.active
-
-    @property
-    def queued_count(self) -> int:
-        """Tasks of this process waiting for a slot (status ``queued``)."""
-        with self._lock:
-            runs = list(self._runs.values())
-        return sum(1 for r in runs if r.status is _S.QUEUED)
-
-    def active_in_bucket(self, bucket: int) -> int:
-        """Slots held by tasks of `bucket` in this process."""
-        with self._lock:
-            return self._capacity.active_in_bucket(bucket)
-
-    # ================================================================ controls
-    def stop(self, task_id: str, *, reason: str | None = None) -> bool:
-        """Request a stop; never blocks.
-
-        Returns True when a stop was requested (applied here, or sent as a command to the
-        holder), False when there is no such task or it has already finished.
-        """
-        with self._lock:
-            run = self._runs.get(task_id)
-        if run is not None:
-            return run.stop(reason, actor=self.owner)
-        if self._pipelines.holds(task_id):
-            return self._pipelines.stop_unreleased(task_id, reason)
-        return self._send(task_id, CommandAction.STOP, reason)
-
-    def pause(self, task_id: str, *, timeout: float | None = None) -> bool:
-        """Request a pause. True only once the task is confirmed ``paused``.
-
-        Across processes there is no receipt: the command is sent and False
-        ("not confirmed") is returned — poll `get()` to observe the result.
-        """
-        with self._lock:
-            run = self._runs.get(task_id)
-        if run is not None:
-            return run.pause(timeout, actor=self.owner)
-        self._send(task_id, CommandAction.PAUSE, None)
-        return False
-
-    def resume(self, task_id: str) -> bool:
-        """Withdraw a pause. True when applied here or accepted for the holder (R14)."""
-        with self._lock:
-            run = self._runs.get(task_id)
-        if run is not None:
-            return run.resume(actor=self.owner)
-        snapshot = self.store.get(task_id)
-        if snapshot is None or snapshot.status not in {_S.PAUSED, _S.PAUSING}:
-            return False
-        return self._send(task_id, CommandAction.RESUME, None)
-
-    def _send(self, task_id: str, action: CommandAction, reason: str | None) -> bool:
-        snapshot = self.store.get(task_id)
-        if snapshot is None or snapshot.is_terminal:
-            return False
-        self.store.submit_command(
-            new_command(
-                task_id=task_id,
-                action=action.value,
-                issued_by=self.owner,
-                clock=self.clock,
-                reason=reason,
-                bucket=snapshot.bucket,
-            )
-        )
-        return True
-
-    def stop_all(self, *, reason: str | None = None) -> int:
-        """Request a stop of every unfinished task held here; returns how many requests were sent
-        (not how many have stopped: follow with `wait_all`)."""
-        with self._lock:
-            runs = list(self._runs.values())
-        sent = sum(1 for run in runs if run.stop(reason, actor=self.owner))
-        return sent + self._pipelines.stop_all(reason)
-
-    def retry(self, task_id: str, *, reason: str | None = None) -> TaskRun:
-        """Run a failed/stopped/cancelled/lost task of this process again under the same id (R6).
-
-        Raises:
-            ConfigurationError: the task is not held here (its function and arguments are
-                only known where it was submitted), or it is not finished.
-        """
-        with self._lock:
-            run = self._runs.get(task_id)
-            recipe = self._recipes.get(task_id)
-        if run is None or recipe is None:
-            where = "in the store" if self.store.get(task_id) is not None else "anywhere"
-            raise ConfigurationError(
-                f"task {task_id!r} is not held by this process (found {where}); its function "
-                "and arguments are only known where it was submitted — resubmit it under a "
-                "new task id"
-            )
-        if not run.done:
-            raise ConfigurationError(
-                f"task {task_id!r} is still {run.status.value}; wait for it to finish first"
-            )
-        registered, args, kwargs, options = recipe
-        machine = StateMachine(run.snapshot, run.transitions, clock=self.clock)
-        transition = machine.retry(actor=self.owner, reason=reason)
-        revived = self._make_run(registered, machine, args, kwargs, options)
-        self._writer.record(machine.snapshot, (transition,))
-        revived.start()
-        return revived
-
-    def wait(self, task_id: str, timeout: float | None = None) -> TaskOutcome:
-        """Block until the task is terminal; raises `TimeoutError` (changing nothing) after
-        `timeout`. Works for tasks of other processes too (by polling the store)."""
-        with self._lock:
-            run = self._runs.get(task_id)
-        if run is not None:
-            return run.wait(timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        delay = 0.01
-        while True:
-            snapshot = self.get(task_id)
-            if snapshot is None:
-                raise ConfigurationError(f"no task {task_id!r} in the store")
-            if snapshot.is_terminal:
-                return TaskOutcome.from_snapshot(snapshot)
-            if deadline is not None and time.monotonic() >= deadline:
-                raise TimeoutError(
-                    f"task {task_id!r} is still {snapshot.status.value} after {timeout:g}s; "
-                    "wait() changed nothing"
-                )
-            time.sleep(
-                delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
-            )
-            delay = min(delay * 2, 0.2)
-
-    def wait_all(self, timeout: float | None = None) -> list[TaskOutcome]:
-        """Wait for every task held here; raises `TimeoutError` when some are still unfinished."""
-        deadline = None if timeout is None else time.monotonic() + timeout
-        self._pipelines.wait_all(deadline)
-        outcomes = []
-        for run in self.runs():
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            outcomes.append(run.wait(left))
-        return outcomes
-
-    # ================================================================ commands
-    def _handle_command(self, command: Command) -> str | None:
-        action = command.known_action()
-        if action is None:
-            _log.warning(
-                "rejected command %s: unknown action %r for task %r (issued by %r)",
-                command.command_id,
-                command.action,
-                command.task_id,
-                command.issued_by,
-            )
-            return f"rejected: unknown action {command.action!r}"
-        with self._lock:
-            run = self._runs.get(command.task_id)
-        who = f"{command.issued_by} (command)"
-        if run is None:
-            if self._pipelines.holds(command.task_id) and action is CommandAction.STOP:
-                self._pipelines.stop_unreleased(command.task_id, command.reason)
-                return "applied"
-            snapshot = self.store.get(command.task_id)
-            if snapshot is None:
-                return f"rejected: no task {command.task_id!r} in the store"
-            if snapshot.is_terminal:
-                return f"ignored: task is already {snapshot.status.value}"
-            return NOT_HELD
-        if action is CommandAction.STOP:
-            done = run.stop(command.reason, actor=who)
-        elif action is CommandAction.RESUME:
-            done = run.resume(actor=who)
-        else:
-            threading.Thread(
-                target=run.pause, kwargs={"actor": who}, name="chongming-pause", daemon=True
-            ).start()
-            return "applied: pause requested"
-        return "applied" if done else f"ignored: task is {run.status.value}"
 
     # ================================================================ pipelines
     def submit_pipeline(self, pipeline: Pipeline) -> PipelineRun:
@@ -830,8 +453,6 @@ class Controller:
                 for task_id, run in list(self._runs.items()):
                     if run.done and self.store.get(task_id) is None:
                         del self._runs[task_id]
-                        self._recipes.pop(task_id, None)
-                        self._queue_meta.pop(task_id, None)
                         self._writer.forget(task_id)
         return dropped
 

@@ -276,7 +276,7 @@ class PipelineCoordinator:
                     upstream[dep] = snap.outcome
             machine = node.machine
             run = c._make_run(
-                node.registered,
+                node.registered.fn,
                 machine,
                 node.definition.args,
                 node.definition.kwargs,

@@ -18,6 +18,9 @@ __all__ = ["result_failure", "result_problem"]
 
 def result_problem(value: Any) -> str | None:
     """Why `value` cannot be stored as a JSON outcome, or None when it can."""
+    kind = type(value)
+    if value is None or kind is str or kind is bool or kind is int:
+        return None  # always JSON (a float may be NaN or infinite: it goes through dumps)
     try:
         json.dumps(value, allow_nan=False)
     except (TypeError, ValueError, RecursionError) as exc:

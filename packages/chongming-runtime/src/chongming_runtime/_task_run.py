@@ -6,8 +6,13 @@ timers and the task's own thread all act on it. No thread ever sleeps on behalf
 of a waiting task: every deadline (start/attempt/idle timeouts, backoff,
 graceful-stop and pause windows) is a timer on the injected `Clock`.
 
-Lifecycle decisions live in `_Supervision` (``_supervision.py``); this module holds
-the public surface and the attempt bookkeeping.
+Lifecycle decisions live in `Supervision` (``_supervision.py``, with its deadlines
+in ``_deadlines.py`` and pause/resume in ``_pausing.py``); this module holds the
+public surface and the attempt bookkeeping.
+
+A run that waits (queued, blocked, retry_wait) costs memory only, and little of
+it: the class has ``__slots__``, and the condition, the events and the log
+buffer are made when first needed (the first attempt, the first ``wait()``).
 """
 
 from __future__ import annotations
@@ -52,6 +57,11 @@ __all__ = ["TaskRun"]
 _S = TaskStatus
 _log = logging.getLogger("chongming_task.runtime")
 
+#: Shared defaults (immutable in practice: nothing ever writes to them).
+_NO_KWARGS: Mapping[str, Any] = {}
+_ONE_ATTEMPT = RetryPolicy(max_attempts=1)
+_NO_TIMEOUT = Timeout()
+
 
 def _seconds(name: str, value: Any, *, allow_zero: bool = True) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
@@ -90,6 +100,36 @@ class TaskRun(Supervision):
         artifact_dir: root of the per-attempt folders ``<root>/<task_id>/attempt-<n>``.
         upstream: return values of upstream nodes (pipelines), read by ``ctx.input()``.
     """
+
+    __slots__ = (
+        "__weakref__",
+        "_actor",
+        "_admission",
+        "_args",
+        "_artifact_root",
+        "_clock",
+        "_delivering",
+        "_done",
+        "_executor",
+        "_final",
+        "_finish_holds",
+        "_finished",
+        "_fn",
+        "_graceful",
+        "_kwargs",
+        "_listeners",
+        "_lock",
+        "_logs",
+        "_machine",
+        "_monotonic",
+        "_outbox",
+        "_pause_window",
+        "_policy",
+        "_settled",
+        "_task_id",
+        "_timeout",
+        "_upstream",
+    )
 
     def __init__(
         self,
@@ -148,12 +188,12 @@ class TaskRun(Supervision):
                 f"ProcessExecutor(), got {executor!r}"
             )
         self._fn = fn
-        self._args = tuple(args)
-        self._kwargs: Mapping[str, Any] = dict(kwargs or {})
+        self._args = args if type(args) is tuple else tuple(args)
+        self._kwargs: Mapping[str, Any] = dict(kwargs) if kwargs else _NO_KWARGS
         executor.validate(fn, self._args, self._kwargs)
         self._executor = executor
-        self._policy = retry if retry is not None else RetryPolicy(max_attempts=1)
-        self._timeout = timeout if timeout is not None else Timeout()
+        self._policy = retry if retry is not None else _ONE_ATTEMPT
+        self._timeout = timeout if timeout is not None else _NO_TIMEOUT
         self._graceful = _seconds("graceful_stop", graceful_stop)
         self._pause_window = _seconds("pause_timeout", pause_timeout, allow_zero=False)
         self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
@@ -161,7 +201,7 @@ class TaskRun(Supervision):
             time.monotonic if type(self._clock) is SystemClock else self._clock.monotonic
         )
         self._artifact_root = None if artifact_dir is None else Path(artifact_dir)
-        self._upstream: Mapping[str, Any] = dict(upstream or {})
+        self._upstream: Mapping[str, Any] | None = dict(upstream) if upstream else None
         self._actor = actor or "system"
 
         if machine is None and snapshot is not None:
@@ -188,17 +228,19 @@ class TaskRun(Supervision):
         self._task_id = machine.task_id
 
         self._lock = threading.Lock()
-        self._cond = threading.Condition(self._lock)
-        self._listeners: list[RunListener] = list(listeners)
+        self._listeners: tuple[RunListener, ...] = tuple(listeners)
         self._admission = admission
-        self._outbox: list[RunEvent] = []
+        self._outbox: list[RunEvent] | None = None  # events not yet told to the listeners
         self._delivering = False
-        self._finished = threading.Event()
-        self._wakeup = threading.Event()
-        self._logs: deque[str] = deque(maxlen=LOG_LINES_KEPT)
+        # made when first needed: a queued run holds no event, condition or log buffer
+        self._done = machine.status.is_terminal
+        self._finished: threading.Event | None = None
+        self._wakeup: threading.Event | None = None
+        self._logs: deque[str] | None = None
+        self._final: TaskSnapshot | None = None  # the composed terminal snapshot, once told
+        self._settled: TaskSnapshot | None = None  # told to every listener, maybe held
+        self._finish_holds = 0  # listeners that asked `wait()` to wait for them
         self._init_supervision()
-        if machine.status.is_terminal:
-            self._finished.set()
 
     # ================================================================ public surface
     @property
@@ -230,6 +272,9 @@ class TaskRun(Supervision):
     @property
     def snapshot(self) -> TaskSnapshot:
         """The current snapshot, side-path fields (progress, heartbeat, pid) included."""
+        final = self._final
+        if final is not None:  # terminal: nothing changes any more
+            return final
         with self._lock:
             return self._compose()
 
@@ -242,17 +287,18 @@ class TaskRun(Supervision):
     @property
     def logs(self) -> tuple[str, ...]:
         """The latest log lines of the task (at most 200)."""
-        return tuple(self._logs)
+        logs = self._logs
+        return () if logs is None else tuple(logs)
 
     @property
     def done(self) -> bool:
         """True once the task is terminal and every listener has been told."""
-        return self._finished.is_set()
+        return self._done
 
     def add_listener(self, listener: RunListener) -> None:
         """Observe every later transition and side update (see `RunListener`)."""
         with self._lock:
-            self._listeners.append(listener)
+            self._listeners = (*self._listeners, listener)
 
     def wait(self, timeout: float | None = None) -> TaskOutcome:
         """Block until the task is terminal and return its outcome.
@@ -265,16 +311,39 @@ class TaskRun(Supervision):
         """
         if timeout is not None:
             timeout = _seconds("wait timeout", timeout)
-        if not self._finished.wait(timeout):
-            raise TimeoutError(
-                f"task {self._task_id!r} is still {self.status.value} after waiting {timeout:g}s; "
-                "wait() changed nothing (call stop() to stop it)"
-            )
+        if not self._done:
+            with self._lock:
+                finished = self._finished
+                if finished is None and not self._done:
+                    finished = self._finished = threading.Event()
+            if finished is not None and not finished.wait(timeout):
+                raise TimeoutError(
+                    f"task {self._task_id!r} is still {self.status.value} after waiting "
+                    f"{timeout:g}s; wait() changed nothing (call stop() to stop it)"
+                )
         return self.outcome()
 
     def outcome(self) -> TaskOutcome:
         """The outcome now (meaningful once terminal; see `wait`)."""
         return TaskOutcome.from_snapshot(self.snapshot)
+
+    def _recipe(self) -> tuple[tuple[Any, ...], Mapping[str, Any], dict[str, Any]]:
+        """Arguments and options to run the same body again (`Controller.retry`)."""
+        snap = self._machine.snapshot
+        options = {
+            "executor": self._executor,
+            "retry": self._policy,
+            "timeout": None if self._timeout is _NO_TIMEOUT else self._timeout,
+            "tags": snap.tags,
+            "priority": snap.priority,
+            "bucket": snap.bucket,
+        }
+        return self._args, self._kwargs, options
+
+    def _scheduling_snapshot(self) -> TaskSnapshot:
+        """The machine's snapshot without the lock, for fields fixed at creation (priority,
+        tags, bucket): a reference read is atomic, and those fields never change."""
+        return self._machine.snapshot
 
     # ================================================================ composition
     def _compose(self) -> TaskSnapshot:
@@ -293,11 +362,60 @@ class TaskRun(Supervision):
 
     def _record(self, transition: Transition) -> None:
         """Queue `transition` for the listeners. Call under the lock."""
-        snapshot = self._compose() if self._listeners else self._machine.snapshot
-        self._outbox.append(RunEvent(snapshot, transition))
         if transition.to_status.is_terminal:
+            self._queue_event(RunEvent(self._compose(), transition))
             self._on_terminal()
-            self._wakeup.set()
+            if self._wakeup is not None:
+                self._wakeup.set()
+            return
+        snapshot = self._compose() if self._listeners else self._machine.snapshot
+        self._queue_event(RunEvent(snapshot, transition))
+
+    def _queue_event(self, event: RunEvent) -> None:
+        """Queue `event` for `_deliver`. Call under the lock."""
+        if self._outbox is None:
+            self._outbox = [event]
+        else:
+            self._outbox.append(event)
+
+    def _hold_finish(self) -> Callable[[], None]:
+        """For a listener of the terminal transition: ``wait()`` and ``done`` wait until the
+        returned callable is called (a store writer calls it once the write is durable)."""
+        with self._lock:
+            self._finish_holds += 1
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            with self._lock:
+                if released:
+                    return
+                released = True
+                self._finish_holds -= 1
+                settled = self._settled if self._finish_holds == 0 else None
+            if settled is not None:
+                self._finish(settled)
+
+        return release
+
+    def _settle_told(self, snapshot: TaskSnapshot) -> None:
+        """Every listener has seen the terminal transition; finish unless one holds it."""
+        with self._lock:
+            self._settled = snapshot
+            held = self._finish_holds > 0
+        if not held:
+            self._finish(snapshot)
+
+    def _finish(self, snapshot: TaskSnapshot) -> None:
+        """Release the waiters (once)."""
+        with self._lock:
+            if self._done:
+                return
+            self._final = snapshot
+            self._done = True
+            finished = self._finished
+        if finished is not None:
+            finished.set()
 
     def _deliver(self) -> None:
         """Tell the listeners about queued events, in order, outside the lock (never hold it)."""
@@ -306,9 +424,9 @@ class TaskRun(Supervision):
                 if self._delivering or not self._outbox:
                     return
                 self._delivering = True
-                batch, self._outbox = self._outbox, []
-                listeners = tuple(self._listeners)
-            terminal = False
+                batch, self._outbox = self._outbox, None
+                listeners = self._listeners
+            terminal: TaskSnapshot | None = None
             try:
                 for event in batch:
                     for listener in listeners:
@@ -320,17 +438,19 @@ class TaskRun(Supervision):
                         except Exception:
                             _log.exception("listener %r failed on task %r", listener, self._task_id)
                     if event.transition is not None and event.transition.to_status.is_terminal:
-                        terminal = True
+                        terminal = event.snapshot
             finally:
                 with self._lock:
                     self._delivering = False
-                if terminal:
-                    self._finished.set()
+                if terminal is not None:
+                    self._settle_told(terminal)
 
     # ================================================================ attempts
     def _new_attempt(self) -> Attempt:
         """Build the next attempt (fresh control token and context). Call under the lock."""
         number = self._machine.snapshot.attempt
+        if self._logs is None:
+            self._logs = deque(maxlen=LOG_LINES_KEPT)
         control = AttemptControl()
         context = RuntimeContext(
             task_id=self._task_id,
@@ -362,7 +482,7 @@ class TaskRun(Supervision):
                 return
             self._progress = progress
             if self._listeners:
-                self._outbox.append(RunEvent(self._compose()))
+                self._queue_event(RunEvent(self._compose()))
         self._deliver()
 
     def __repr__(self) -> str:

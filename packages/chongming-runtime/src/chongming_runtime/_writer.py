@@ -6,7 +6,17 @@ store. Non-terminal transitions are batched and written by a background thread
 (one `save_many` per batch); a terminal transition is *durable*: the caller
 blocks until it (and everything queued before it) is in the store, so a crash
 can never turn a finished task into an unknown one. Callers that flush at the
-same moment share one transaction (group commit).
+same moment share one transaction (group commit): while one flush is being
+written, every write recorded meanwhile waits for the next one, and a durable
+caller whose write a flush already took returns without flushing again. All
+pending transitions of a task become one row write (its latest snapshot) plus
+its history rows.
+
+A durable write can also be asked for without blocking the caller:
+``record(..., on_durable=callback)`` wakes the background thread at once (no
+batching delay) and calls `callback` after the flush that took the write. The
+controller uses it so that a finishing task's thread never waits for a commit,
+while its run still tells ``wait()`` only after the callback.
 
 A failing store never fails a task: the writes stay pending, the failure is
 kept in `failures` (the latest 20), and the next successful flush brings the
@@ -88,7 +98,11 @@ class StoreWriter:
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
         self._wake = threading.Event()
+        self._urgent = threading.Event()  # a durable write waits: skip the batching delay
+        self._callbacks: list[Callable[[], None]] = []
         self._pending: dict[str, _Pending] = {}
+        self._recorded = 0  # sequence of the latest `record`
+        self._taken = 0  # the latest sequence a flush has taken (and then attempted)
         self._touches: dict[str, TouchUpdate] = {}
         self._stored_version: dict[str, int] = {}
         self._diverged: set[str] = set()
@@ -144,26 +158,46 @@ class StoreWriter:
         transitions: Sequence[Transition] = (),
         *,
         durable: bool = False,
+        on_durable: Callable[[], None] | None = None,
     ) -> None:
         """Queue a new snapshot (and the transitions that led to it) for writing.
 
         With ``durable=True`` this returns only after a flush that included it was
-        attempted (successfully, unless the store is failing — see `failures`).
+        attempted (successfully, unless the store is failing — see `failures`). With
+        `on_durable`, it returns at once and `on_durable` is called (on the writer's
+        thread) after such a flush.
         """
         with self._lock:
-            if snapshot.task_id in self._diverged:
-                return
-            pending = self._pending.get(snapshot.task_id)
-            if pending is None:
-                self._pending[snapshot.task_id] = _Pending(snapshot, list(transitions))
-            else:
-                pending.snapshot = snapshot
-                pending.transitions.extend(transitions)
+            diverged = snapshot.task_id in self._diverged
+            if not diverged:
+                pending = self._pending.get(snapshot.task_id)
+                if pending is None:
+                    self._pending[snapshot.task_id] = _Pending(snapshot, list(transitions))
+                else:
+                    pending.snapshot = snapshot
+                    pending.transitions.extend(transitions)
+                if on_durable is not None:  # taken by the same flush as the write itself
+                    self._callbacks.append(on_durable)
+                self._recorded += 1
+                sequence = self._recorded
+        if diverged:  # another process owns the task's truth now: nothing to wait for
+            if on_durable is not None:
+                on_durable()
+            return
         if durable:
-            self.flush()
-        else:
+            self._flush(sequence)
+        elif on_durable is not None:
             self._ensure_thread()
-            self._wake.set()
+            if self._closed:
+                self._flush(sequence)  # no background thread any more: flush here
+            else:
+                self._urgent.set()
+                self._wake.set()
+        else:
+            if self._thread is None:
+                self._ensure_thread()
+            if not self._wake.is_set():
+                self._wake.set()
 
     def touch(self, update: TouchUpdate) -> None:
         """Queue a side-path update; merged with earlier ones for the same task."""
@@ -179,17 +213,33 @@ class StoreWriter:
     # ------------------------------------------------------------------ flushing
     def flush(self) -> bool:
         """Write everything pending now (group commit). Returns True when the store took it all."""
+        return self._flush(None)
+
+    def _flush(self, sequence: int | None) -> bool:
+        """Flush; with a `sequence`, return at once when an earlier flush already took it."""
         with self._flush_lock:
             with self._lock:
+                if sequence is not None and self._taken >= sequence:
+                    return self._healthy  # a flush that ran while we queued took it
                 batch = self._pending
                 self._pending = {}
                 touches = self._touches
                 self._touches = {}
+                callbacks = self._callbacks
+                self._callbacks = []
+                self._taken = self._recorded
                 if not batch and not touches:
-                    return True
-                expected = {t: self._stored_version.get(t) for t in batch}
-            ok = self._write(batch, touches, expected)
-            self._healthy = ok
+                    ok = True
+                else:
+                    expected = {t: self._stored_version.get(t) for t in batch}
+            if batch or touches:
+                ok = self._write(batch, touches, expected)
+                self._healthy = ok
+            for callback in callbacks:  # each write was attempted (and is in the store if ok)
+                try:
+                    callback()
+                except Exception:
+                    _log.exception("a durable-write callback failed")
             return ok
 
     def _write(
@@ -297,9 +347,11 @@ class StoreWriter:
             if self._is_closed():
                 break
             self._wake.clear()
-            if self._flush_interval:
-                # let a burst of transitions accumulate into one transaction
-                threading.Event().wait(self._flush_interval)
+            if self._flush_interval and not self._urgent.is_set():
+                # let a burst of transitions accumulate into one transaction (a durable
+                # write cuts the wait short: whatever came meanwhile shares its commit)
+                self._urgent.wait(self._flush_interval)
+            self._urgent.clear()
             if not self.flush():
                 threading.Event().wait(self._retry_interval)
                 self._wake.set()
@@ -309,6 +361,12 @@ class StoreWriter:
         ok = self.flush() if flush else True
         self._closed = True
         self._wake.set()
+        self._urgent.set()
+        if not flush:
+            with self._lock:
+                callbacks, self._callbacks = self._callbacks, []
+            for callback in callbacks:  # nobody may wait for a flush that will not come
+                callback()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)

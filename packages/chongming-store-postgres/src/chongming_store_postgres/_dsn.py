@@ -121,7 +121,8 @@ def parse_dsn(dsn: str) -> dict[str, str]:
         parsed = conninfo_to_dict(dsn)
     except psycopg.Error as exc:
         detail = scrub(str(exc).strip(), dsn_secrets(dsn))
-        raise ValueError(detail) from None
+        # libpq quotes the offending token verbatim: keep the message on one line
+        raise ValueError(detail.replace("\r", "\\r").replace("\n", "\\n")) from None
     return {key: str(value) for key, value in parsed.items() if value is not None}
 
 

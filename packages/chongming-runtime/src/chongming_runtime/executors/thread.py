@@ -1,10 +1,24 @@
-"""`ThreadExecutor`: one daemon thread per attempt, no pool (guide §7.1, §7.3).
+"""`ThreadExecutor`: every attempt on its own daemon thread, no pool (guide §7.1, §7.3).
 
 A pool would join its workers at interpreter exit, so one task that ignores
 cancellation would keep the whole process alive, and a pool cannot give up on a
-stuck worker. Each attempt therefore gets its own daemon thread; an abandoned
-thread leaks, which is why such an attempt is recorded as ``lost``. The limit on
-parallelism belongs to the scheduling layer, not to the executor.
+stuck worker. Each attempt therefore gets a daemon thread of its own; an
+abandoned thread leaks, which is why such an attempt is recorded as ``lost``.
+The limit on parallelism belongs to the scheduling layer, not to the executor.
+
+Starting a thread is slow (``Thread.start()`` waits until the new thread runs,
+which under GIL contention takes a scheduler round), so a thread whose attempt
+has *returned* parks for a few seconds and the next attempt is handed to it.
+This is a cache, not a pool, and §7.3's reasons still hold:
+
+* no size limit and no queue: an attempt never waits for a thread; when no
+  parked thread is there, a new one is started;
+* every thread is a daemon thread, never joined at exit;
+* a thread whose body never returned is never handed anything again (only a
+  thread that came back parks), so an abandoned attempt just leaks its thread;
+* parked threads exit after `IDLE_SECONDS`; at most `MAX_IDLE` are kept;
+* each attempt runs in a fresh `contextvars.Context`, as on a new thread, and a
+  parked thread is renamed ``chongming-task-idle``.
 
 ``async def`` bodies run to completion on a private event loop inside the
 attempt's thread, and ``await ctx.acheckpoint()`` responds to stop and pause.
@@ -12,6 +26,7 @@ attempt's thread, and ``await ctx.acheckpoint()`` responds to stop and pause.
 
 from __future__ import annotations
 
+import contextvars
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -22,13 +37,103 @@ from chongming_runtime._attempt import run_in_current_thread
 if TYPE_CHECKING:
     from chongming_runtime._attempt import Attempt
 
-__all__ = ["ThreadExecutor"]
+__all__ = ["IDLE_SECONDS", "MAX_IDLE", "ThreadExecutor"]
+
+#: How long a thread whose attempt returned waits for the next one before it exits.
+IDLE_SECONDS = 5.0
+#: At most this many threads wait for work; more returning threads exit at once.
+MAX_IDLE = 64
+_IDLE_NAME = "chongming-task-idle"
+
+
+_Job = tuple[Callable[[Any], None], Any]
+
+
+class _Worker:
+    """One cached daemon thread: runs the job it was given, then parks."""
+
+    __slots__ = ("cache", "job", "parked", "thread")
+
+    def __init__(self, cache: _ThreadCache, job: _Job, name: str) -> None:
+        self.cache = cache
+        self.job: _Job | None = job
+        self.parked = threading.Lock()  # held while idle; released to hand over a job
+        self.parked.acquire()
+        self.thread = threading.Thread(target=self._serve, name=name, daemon=True)
+
+    def _serve(self) -> None:
+        job = self.job
+        while job is not None:
+            self.job = None
+            target, arg = job
+            del job
+            contextvars.Context().run(target, arg)  # a fresh context, as on a new thread
+            del target, arg
+            job = self.cache.park(self)
+
+
+class _ThreadCache:
+    """Parked threads, most recently parked first (a cache, never a queue of work)."""
+
+    def __init__(self, idle_seconds: float = IDLE_SECONDS, max_idle: int = MAX_IDLE) -> None:
+        self.idle_seconds = idle_seconds
+        self.max_idle = max_idle
+        self._lock = threading.Lock()
+        self._idle: list[_Worker] = []
+
+    def launch(self, target: Callable[[Any], None], arg: Any, name: str) -> threading.Thread:
+        """Run ``target(arg)`` on a parked thread, or on a new one; returns the thread."""
+        with self._lock:
+            if self._idle:
+                worker = self._idle.pop()
+                worker.job = (target, arg)
+                worker.thread.name = name
+                worker.parked.release()
+                return worker.thread
+        worker = _Worker(self, (target, arg), name)
+        worker.thread.start()
+        return worker.thread
+
+    def park(self, worker: _Worker) -> _Job | None:
+        """Called by a thread whose job returned: its next job, or None to exit."""
+        with self._lock:
+            if len(self._idle) >= self.max_idle:
+                return None
+            worker.thread.name = _IDLE_NAME
+            self._idle.append(worker)
+        handed = worker.parked.acquire(timeout=self.idle_seconds)
+        with self._lock:
+            if worker.job is None:  # timed out (or cleared) and nobody handed it a job: exit
+                if worker in self._idle:
+                    self._idle.remove(worker)
+                return None
+        if not handed:  # handed a job just as the wait ran out: take the release back
+            worker.parked.acquire()
+        return worker.job
+
+    @property
+    def idle_count(self) -> int:
+        """How many threads are parked."""
+        with self._lock:
+            return len(self._idle)
+
+    def clear(self) -> None:
+        """Let every parked thread exit now and wait for them (tests count threads)."""
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for worker in idle:
+            worker.parked.release()
+        for worker in idle:
+            worker.thread.join(5)
+
+
+_CACHE = _ThreadCache()
 
 
 class _ThreadHandle:
     __slots__ = ("thread",)
 
-    def __init__(self, thread: threading.Thread) -> None:
+    def __init__(self, thread: threading.Thread | None = None) -> None:
         self.thread = thread
 
     def force_stop(self, clock: Clock) -> bool:
@@ -36,7 +141,11 @@ class _ThreadHandle:
 
 
 class ThreadExecutor:
-    """Run each attempt on its own daemon thread (the default executor).
+    """Run each attempt on a daemon thread of its own (the default executor).
+
+    Threads whose attempt returned are reused for later attempts for a few
+    seconds (see the module docstring); a thread is never shared by two attempts
+    at once and never joined at exit.
 
     Example::
 
@@ -56,16 +165,12 @@ class ThreadExecutor:
         """Closures, lambdas and local functions are all fine on a thread."""
 
     def launch(self, attempt: Attempt) -> _ThreadHandle:
-        """Start the attempt's thread and return at once."""
-        thread = threading.Thread(
-            target=run_in_current_thread,
-            args=(attempt,),
-            name=f"{self._prefix}-{attempt.task_id}-{attempt.number}",
-            daemon=True,
-        )
-        handle = _ThreadHandle(thread)
+        """Hand the attempt to a thread and return at once."""
+        handle = _ThreadHandle()
         attempt.handle = handle
-        thread.start()
+        handle.thread = _CACHE.launch(
+            run_in_current_thread, attempt, f"{self._prefix}-{attempt.task_id}-{attempt.number}"
+        )
         return handle
 
     def __repr__(self) -> str:

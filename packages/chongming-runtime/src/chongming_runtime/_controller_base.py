@@ -1,0 +1,96 @@
+"""`ControllerBase`: the state the parts of a `Controller` share, declared once.
+
+`Controller` (``_controller.py``: construction, registration, submission,
+pipelines, recovery) is assembled from `ControllerFlow` (``_controller_flow.py``:
+scheduling, the run listener, leases), `ControllerQueries`
+(``_controller_queries.py``) and `ControllerControls` (``_controller_controls.py``:
+stop, pause, resume, retry, wait, commands) on top of this base.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from chongming_core import (
+    ACTIVE_STATUSES,
+    Clock,
+    StateMachine,
+    TaskSnapshot,
+    TaskStatus,
+    TaskStore,
+    TimerHandle,
+)
+from chongming_runtime._capacity import Capacity, ReadyQueue
+from chongming_runtime._commands import CommandPoller
+from chongming_runtime._ownership import BucketOwnership
+from chongming_runtime._registry import TaskRegistry
+from chongming_runtime._task_run import TaskRun
+from chongming_runtime._writer import StoreWriter
+from chongming_runtime.executors._base import Executor
+
+if TYPE_CHECKING:
+    from chongming_runtime._pipeline_run import PipelineCoordinator
+
+__all__ = ["ControllerBase", "holds_slot"]
+
+_S = TaskStatus
+
+
+def holds_slot(snapshot: TaskSnapshot) -> bool:
+    """Whether a task in this state holds an execution slot (paused in place included)."""
+    if snapshot.status in ACTIVE_STATUSES:
+        return True
+    return snapshot.status is _S.PAUSED and snapshot.paused_in_place
+
+
+class ControllerBase:
+    """Shared state of the `Controller` parts (set by `Controller.__init__`)."""
+
+    store: TaskStore
+    owner: str
+    clock: Clock
+    lease_ttl: float
+    touch_interval: float
+    graceful_stop: float
+    pause_timeout: float
+    _lock: threading.RLock
+    _registry: TaskRegistry
+    _runs: dict[str, TaskRun]
+    _capacity: Capacity
+    _ready: ReadyQueue
+    _closing: bool
+    _closed: bool
+    _lease_until: datetime
+    _next_renewal: float
+    _writer: StoreWriter
+    _tick_timer: TimerHandle | None
+    _pipelines: PipelineCoordinator
+    _poller: CommandPoller
+    _ownership: BucketOwnership
+    _executor: Executor
+    _artifact_dir: str | Path | None
+
+    def _make_run(
+        self,
+        fn: Callable[..., Any],
+        machine: StateMachine,
+        args: tuple[Any, ...],
+        kwargs: Mapping[str, Any],
+        options: Mapping[str, Any],
+        *,
+        upstream: Mapping[str, Any] | None = None,
+    ) -> TaskRun:
+        raise NotImplementedError
+
+    def _stamp_lease(self, snapshot: TaskSnapshot) -> TaskSnapshot:
+        raise NotImplementedError
+
+    def get(self, task_id: str) -> TaskSnapshot | None:
+        raise NotImplementedError
+
+    def runs(self) -> list[TaskRun]:
+        raise NotImplementedError

@@ -1,0 +1,189 @@
+"""`ControllerControls`: stop, pause, resume, retry, wait and the command handler
+of a `Controller` (guide §8.3, §8.9)."""
+
+import logging
+import threading
+import time
+
+from chongming_core import (
+    Command,
+    CommandAction,
+    ConfigurationError,
+    StateMachine,
+    TaskStatus,
+)
+from chongming_runtime._commands import NOT_HELD, new_command
+from chongming_runtime._controller_base import ControllerBase
+from chongming_runtime._outcome import TaskOutcome
+from chongming_runtime._task_run import TaskRun
+
+__all__ = ["ControllerControls"]
+
+_S = TaskStatus
+_log = logging.getLogger("chongming_task.controller")
+
+
+class ControllerControls(ControllerBase):
+    """Controls of a `Controller`: applied here, or sent as commands to the holder (a mixin)."""
+
+    # ================================================================ controls
+    def stop(self, task_id: str, *, reason: str | None = None) -> bool:
+        """Request a stop; never blocks.
+
+        Returns True when a stop was requested (applied here, or sent as a command to the
+        holder), False when there is no such task or it has already finished.
+        """
+        with self._lock:
+            run = self._runs.get(task_id)
+        if run is not None:
+            return run.stop(reason, actor=self.owner)
+        if self._pipelines.holds(task_id):
+            return self._pipelines.stop_unreleased(task_id, reason)
+        return self._send(task_id, CommandAction.STOP, reason)
+
+    def pause(self, task_id: str, *, timeout: float | None = None) -> bool:
+        """Request a pause. True only once the task is confirmed ``paused``.
+
+        Across processes there is no receipt: the command is sent and False
+        ("not confirmed") is returned — poll `get()` to observe the result.
+        """
+        with self._lock:
+            run = self._runs.get(task_id)
+        if run is not None:
+            return run.pause(timeout, actor=self.owner)
+        self._send(task_id, CommandAction.PAUSE, None)
+        return False
+
+    def resume(self, task_id: str) -> bool:
+        """Withdraw a pause. True when applied here or accepted for the holder (R14)."""
+        with self._lock:
+            run = self._runs.get(task_id)
+        if run is not None:
+            return run.resume(actor=self.owner)
+        snapshot = self.store.get(task_id)
+        if snapshot is None or snapshot.status not in {_S.PAUSED, _S.PAUSING}:
+            return False
+        return self._send(task_id, CommandAction.RESUME, None)
+
+    def _send(self, task_id: str, action: CommandAction, reason: str | None) -> bool:
+        snapshot = self.store.get(task_id)
+        if snapshot is None or snapshot.is_terminal:
+            return False
+        self.store.submit_command(
+            new_command(
+                task_id=task_id,
+                action=action.value,
+                issued_by=self.owner,
+                clock=self.clock,
+                reason=reason,
+                bucket=snapshot.bucket,
+            )
+        )
+        return True
+
+    def stop_all(self, *, reason: str | None = None) -> int:
+        """Request a stop of every unfinished task held here; returns how many requests were sent
+        (not how many have stopped: follow with `wait_all`)."""
+        with self._lock:
+            runs = list(self._runs.values())
+        sent = sum(1 for run in runs if run.stop(reason, actor=self.owner))
+        return sent + self._pipelines.stop_all(reason)
+
+    def retry(self, task_id: str, *, reason: str | None = None) -> TaskRun:
+        """Run a failed/stopped/cancelled/lost task of this process again under the same id (R6).
+
+        Raises:
+            ConfigurationError: the task is not held here (its function and arguments are
+                only known where it was submitted), or it is not finished.
+        """
+        with self._lock:
+            run = self._runs.get(task_id)
+        if run is None:
+            where = "in the store" if self.store.get(task_id) is not None else "anywhere"
+            raise ConfigurationError(
+                f"task {task_id!r} is not held by this process (found {where}); its function "
+                "and arguments are only known where it was submitted — resubmit it under a "
+                "new task id"
+            )
+        if not run.done:
+            raise ConfigurationError(
+                f"task {task_id!r} is still {run.status.value}; wait for it to finish first"
+            )
+        machine = StateMachine(run.snapshot, run.transitions, clock=self.clock)
+        transition = machine.retry(actor=self.owner, reason=reason)
+        # the run keeps the function, arguments and options it was made with
+        revived = self._make_run(run._fn, machine, *run._recipe())
+        self._writer.record(machine.snapshot, (transition,))
+        revived.start()
+        return revived
+
+    def wait(self, task_id: str, timeout: float | None = None) -> TaskOutcome:
+        """Block until the task is terminal; raises `TimeoutError` (changing nothing) after
+        `timeout`. Works for tasks of other processes too (by polling the store)."""
+        with self._lock:
+            run = self._runs.get(task_id)
+        if run is not None:
+            return run.wait(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        delay = 0.01
+        while True:
+            snapshot = self.get(task_id)
+            if snapshot is None:
+                raise ConfigurationError(f"no task {task_id!r} in the store")
+            if snapshot.is_terminal:
+                return TaskOutcome.from_snapshot(snapshot)
+            if deadline is not None and time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"task {task_id!r} is still {snapshot.status.value} after {timeout:g}s; "
+                    "wait() changed nothing"
+                )
+            time.sleep(
+                delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
+            )
+            delay = min(delay * 2, 0.2)
+
+    def wait_all(self, timeout: float | None = None) -> list[TaskOutcome]:
+        """Wait for every task held here; raises `TimeoutError` when some are still unfinished."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._pipelines.wait_all(deadline)
+        outcomes = []
+        for run in self.runs():
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            outcomes.append(run.wait(left))
+        return outcomes
+
+    # ================================================================ commands
+    def _handle_command(self, command: Command) -> str | None:
+        action = command.known_action()
+        if action is None:
+            _log.warning(
+                "rejected command %s: unknown action %r for task %r (issued by %r)",
+                command.command_id,
+                command.action,
+                command.task_id,
+                command.issued_by,
+            )
+            return f"rejected: unknown action {command.action!r}"
+        with self._lock:
+            run = self._runs.get(command.task_id)
+        who = f"{command.issued_by} (command)"
+        if run is None:
+            if self._pipelines.holds(command.task_id) and action is CommandAction.STOP:
+                self._pipelines.stop_unreleased(command.task_id, command.reason)
+                return "applied"
+            snapshot = self.store.get(command.task_id)
+            if snapshot is None:
+                return f"rejected: no task {command.task_id!r} in the store"
+            if snapshot.is_terminal:
+                return f"ignored: task is already {snapshot.status.value}"
+            return NOT_HELD
+        if action is CommandAction.STOP:
+            done = run.stop(command.reason, actor=who)
+        elif action is CommandAction.RESUME:
+            done = run.resume(actor=who)
+        else:
+            threading.Thread(
+                target=run.pause, kwargs={"actor": who}, name="chongming-pause", daemon=True
+            ).start()
+            return "applied: pause requested"
+        return "applied" if done else f"ignored: task is {run.status.value}"

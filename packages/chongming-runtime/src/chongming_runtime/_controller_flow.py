@@ -1,0 +1,141 @@
+"""`ControllerFlow`: scheduling, the run listener, leases and touches of a `Controller`."""
+
+from datetime import timedelta
+from typing import Any
+
+from chongming_core import (
+    ACTIVE_STATUSES,
+    TaskSnapshot,
+    TaskStatus,
+    TouchUpdate,
+    Transition,
+)
+from chongming_runtime._controller_base import ControllerBase, holds_slot
+from chongming_runtime._task_run import TaskRun
+from chongming_runtime._writer import PersistFailure
+
+__all__ = ["ControllerFlow"]
+
+_S = TaskStatus
+
+
+class ControllerFlow(ControllerBase):
+    """How runs of a `Controller` are admitted, scheduled and written through (a mixin)."""
+
+    # ================================================================ scheduling
+    def _admit(self, run: TaskRun) -> None:
+        """Admission callback of every run: it is ready for an attempt; queue it."""
+        with self._lock:
+            if self._closing:
+                return
+            snap = run._scheduling_snapshot()
+            self._ready.push(
+                snap.task_id, priority=snap.priority, tags=snap.tags, bucket=snap.bucket
+            )
+        self._schedule()
+
+    def _schedule(self) -> None:
+        """Dispatch queued runs while capacity allows (scanning past blocked heads)."""
+        while True:
+            with self._lock:
+                if self._closing:
+                    return
+                item = self._ready.pop_fitting(self._capacity)
+                if item is None:
+                    return
+                run = self._runs.get(item.task_id)
+                if run is None or run.status is not _S.QUEUED:
+                    continue
+                self._capacity.acquire(item.task_id, item.tags, item.bucket)
+            run.dispatch()
+
+    # ================================================================ run listener
+    def on_transition(self, run: TaskRun, transition: Transition, snapshot: TaskSnapshot) -> None:
+        """Write the transition through and keep the capacity account (a `RunListener`).
+
+        A finished task gives its slot back before its terminal write is made durable, so
+        the next task starts while the write commits (together with those of the other
+        tasks finishing meanwhile: group commit). The finishing thread does not wait for
+        the commit either: the run holds ``wait()`` and ``done`` until the writer reports
+        the write durable (pipeline nodes are written synchronously, before their
+        downstream nodes are released).
+        """
+        status = transition.to_status
+        terminal = status.is_terminal
+        if not terminal:
+            self._writer.record(snapshot, (transition,))
+        released = False
+        with self._lock:
+            if status is not _S.QUEUED:
+                self._ready.remove(snapshot.task_id)
+            if not holds_slot(snapshot):
+                released = self._capacity.release(snapshot.task_id)
+        if released:
+            self._schedule()
+        if not terminal:
+            return
+        if snapshot.pipeline_id is not None:
+            self._writer.record(snapshot, (transition,), durable=True)
+            self._pipelines.node_settled(snapshot)
+        else:  # this thread goes on at once; wait() returns once the write is durable
+            self._writer.record(snapshot, (transition,), on_durable=run._hold_finish())
+
+    def on_side_update(self, run: TaskRun, snapshot: TaskSnapshot) -> None:
+        """Progress is flushed on the touch timer, never per call (R18)."""
+
+    # ================================================================ leases and touches
+    def _stamp_lease(self, snapshot: TaskSnapshot) -> TaskSnapshot:
+        if snapshot.is_terminal:
+            return snapshot.evolve(lease_owner=self.owner, lease_until=None)
+        return snapshot.evolve(lease_owner=self.owner, lease_until=self._lease_until)
+
+    def _ensure_tick(self) -> None:
+        with self._lock:
+            if self._tick_timer is None and not self._closing:
+                self._tick_timer = self.clock.call_later(self.touch_interval, self._tick)
+
+    def _tick(self) -> None:
+        """Every `touch_interval`: flush progress and heartbeats; renew leases when due."""
+        with self._lock:
+            self._tick_timer = None
+            if self._closing:
+                return
+            runs = [r for r in self._runs.values() if not r.done]
+        renew = self.clock.monotonic() >= self._next_renewal
+        if renew:
+            self._lease_until = self.clock.now() + timedelta(seconds=self.lease_ttl)
+            self._next_renewal = self.clock.monotonic() + self.lease_ttl / 3
+        for run in runs:
+            status = run.status
+            if status.is_terminal:
+                continue
+            if status in ACTIVE_STATUSES or status is _S.PAUSED:
+                snap = run.snapshot
+                self._writer.touch(
+                    TouchUpdate(
+                        snap.task_id,
+                        progress=snap.progress,
+                        heartbeat_at=snap.last_heartbeat_at,
+                        pid=snap.pid,
+                        **self._lease_fields(renew),
+                    )
+                )
+            elif renew:
+                self._writer.touch(TouchUpdate(run.task_id, **self._lease_fields(True)))
+        self._pipelines.renew(renew)
+        self._writer.request_flush()
+        self._ensure_tick()
+
+    def _lease_fields(self, renew: bool) -> dict[str, Any]:
+        if not renew:
+            return {}
+        return {"lease_owner": self.owner, "lease_until": self._lease_until}
+
+    def flush(self) -> bool:
+        """Write everything pending to the store now; True when the store took it all."""
+        return self._writer.flush()
+
+    @property
+    def persist_failures(self) -> list[PersistFailure]:
+        """The latest store failures (at most 20). Tasks are unaffected; the store catches up."""
+        return self._writer.failures

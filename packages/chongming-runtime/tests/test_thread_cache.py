@@ -1,0 +1,160 @@
+"""The thread cache behind `ThreadExecutor` (guide §7.1, §7.3): a cache, not a pool.
+
+A thread whose job returned parks and takes the next job; a thread whose job
+never returns is never handed anything; parked threads exit on their own; no
+job ever waits for a thread; every thread is a daemon; each job runs in a fresh
+context. And a waiting `TaskRun` holds no event, condition or log buffer.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import threading
+import time
+from collections.abc import Callable
+
+from chongming_core import FakeClock, TaskStatus, Timeout
+from chongming_runtime import Controller, TaskContext, TaskRun
+from chongming_runtime.executors import thread as thread_executor
+from chongming_runtime.executors.thread import _ThreadCache
+
+S = TaskStatus
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    tick = threading.Event()
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached in time")
+        tick.wait(0.002)
+
+
+def test_a_thread_whose_job_returned_parks_and_runs_the_next_job() -> None:
+    cache = _ThreadCache(idle_seconds=30)
+    seen: list[tuple[threading.Thread, str]] = []
+    done = threading.Semaphore(0)
+
+    def job(tag: str) -> None:
+        current = threading.current_thread()
+        seen.append((current, current.name))
+        done.release()
+
+    first = cache.launch(job, "a", "chongming-task-a-1")
+    assert done.acquire(timeout=10)
+    wait_for(lambda: cache.idle_count == 1)
+    assert first.name == "chongming-task-idle"  # a parked thread carries no task's name
+    second = cache.launch(job, "b", "chongming-task-b-1")
+    assert done.acquire(timeout=10)
+    assert second is first
+    assert seen == [(first, "chongming-task-a-1"), (first, "chongming-task-b-1")]
+    assert first.daemon
+    cache.clear()
+    assert not first.is_alive()
+
+
+def test_a_job_never_waits_for_a_thread_and_a_stuck_thread_is_never_reused() -> None:
+    cache = _ThreadCache(idle_seconds=30)
+    release = threading.Event()
+    entered = threading.Semaphore(0)
+
+    def stuck(_: object) -> None:
+        entered.release()
+        release.wait(30)
+
+    stuck_thread = cache.launch(stuck, None, "stuck")
+    assert entered.acquire(timeout=10)
+    others = [cache.launch(stuck, None, f"other-{i}") for i in range(3)]
+    for _ in others:
+        assert entered.acquire(timeout=10)  # each started at once on a thread of its own
+    assert len({stuck_thread, *others}) == 4
+    assert cache.idle_count == 0  # nothing that is still running is ever handed a job
+    release.set()
+    wait_for(lambda: cache.idle_count == 4)
+    cache.clear()
+
+
+def test_parked_threads_exit_after_the_idle_time_and_at_most_max_idle_are_kept() -> None:
+    cache = _ThreadCache(idle_seconds=0.05, max_idle=1)
+    release = threading.Event()
+
+    def job(_: object) -> None:
+        release.wait(10)
+
+    threads = [cache.launch(job, None, f"job-{i}") for i in range(2)]
+    release.set()
+    for thread in threads:
+        thread.join(10)  # one exits at once (max_idle), the other after the idle time
+        assert not thread.is_alive()
+    assert cache.idle_count == 0
+
+
+def test_each_job_runs_in_a_fresh_context_as_on_a_new_thread() -> None:
+    cache = _ThreadCache(idle_seconds=30)
+    var: contextvars.ContextVar[str] = contextvars.ContextVar("var", default="unset")
+    seen: list[str] = []
+    done = threading.Semaphore(0)
+
+    def job(value: str) -> None:
+        seen.append(var.get())
+        var.set(value)
+        done.release()
+
+    first = cache.launch(job, "first", "job-1")
+    assert done.acquire(timeout=10)
+    wait_for(lambda: cache.idle_count == 1)
+    assert cache.launch(job, "second", "job-2") is first
+    assert done.acquire(timeout=10)
+    assert seen == ["unset", "unset"]
+    cache.clear()
+
+
+def test_the_thread_executor_names_the_thread_after_the_attempt_while_it_runs() -> None:
+    names: list[str] = []
+
+    def body(ctx: TaskContext) -> None:
+        names.append(threading.current_thread().name)
+
+    for index in range(2):
+        run = TaskRun(body, task_id=f"named-{index}")
+        run.start()
+        assert run.wait(10).status is S.SUCCEEDED
+    assert names == ["chongming-task-named-0-1", "chongming-task-named-1-1"]
+
+
+def test_a_queued_run_holds_no_event_condition_log_buffer_or_timer() -> None:
+    clock = FakeClock()
+    release = threading.Event()
+    controller = Controller(max_parallel=1, clock=clock)
+    controller.register("block", lambda ctx: release.wait(10))
+    controller.register("noop", lambda ctx: None)
+    controller.register("deadline", lambda ctx: None, timeout=Timeout(start=60))
+    blocker = controller.submit("block")
+    wait_for(lambda: blocker.status is S.RUNNING)
+    timers = clock.pending_timers
+    queued = controller.submit("noop")
+    assert queued.status is S.QUEUED
+    assert not hasattr(queued, "__dict__")  # slots only
+    assert queued._finished is None
+    assert queued._cond is None
+    assert queued._logs is None
+    assert queued.logs == ()
+    assert clock.pending_timers == timers  # no timer for a queued task without a start timeout
+    with_deadline = controller.submit("deadline")
+    assert clock.pending_timers == timers + 1  # ... and exactly one with it
+    release.set()
+    outcomes = controller.wait_all(timeout=10)
+    assert [o.status for o in outcomes] == [S.SUCCEEDED] * 3
+    assert queued.done
+    assert with_deadline.done
+    controller.close()
+
+
+def test_the_module_cache_is_the_one_the_executor_uses() -> None:
+    thread_executor._CACHE.clear()
+    run = TaskRun(lambda ctx: None, task_id="cached")
+    run.start()
+    assert run.wait(10).status is S.SUCCEEDED
+    wait_for(lambda: thread_executor._CACHE.idle_count >= 1)
+    thread_executor._CACHE.clear()
+    assert thread_executor._CACHE.idle_count == 0
