@@ -7,7 +7,7 @@ PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help uv sync demo test lint bench fmt dashboard build
+.PHONY: help uv sync demo test lint bench soak fmt dashboard build
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -35,6 +35,9 @@ lint: sync ## ruff, ruff format --check, mypy --strict, import-linter
 
 bench: sync ## run the benchmarks (ratios against baselines measured in the same run)
 	@$(UV) run --frozen python benchmarks/run.py
+
+soak: sync ## the long reliability soak: 500 crash seeds, PostgreSQL restarts (needs CHONGMING_TEST_POSTGRES)
+	CHONGMING_SOAK=1 $(UV) run --frozen pytest tests-integration/reliability -q
 
 dashboard: sync ## open the live dashboard on the demo database (run make demo first)
 	@$(UV) run --frozen chongming-task --db .demo/tasks.db dashboard

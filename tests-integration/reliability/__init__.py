@@ -1,0 +1,1 @@
+"""The reliability suite: faults injected, invariants checked (see docs/reliability.md)."""

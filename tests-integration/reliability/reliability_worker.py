@@ -1,0 +1,400 @@
+"""A worker process of the reliability suite, started by the tests as ``python THIS_FILE ...``.
+
+Two roles:
+
+``crash``
+    Runs a seeded mix of tasks (short, long, failing, retry-waiting, paused, stopped,
+    pipelines) under one `Controller` until the test kills it with SIGKILL. After every
+    ``wait()`` returns, it appends what it observed to the report file (one JSON line,
+    written with a single ``os.write`` so a kill never leaves half a line that claims
+    anything): the suite then checks that everything reported finished is in the store
+    exactly so (durable before told).
+
+``contend``
+    One of several processes sharing one store: it submits, stops, pauses, resumes and
+    queries its own and the other processes' tasks for a bounded time, records every
+    exception a call raised, then closes its controller and reports the trajectories of
+    the tasks it held.
+
+Both write only JSON lines: ``{"event": ..., ...}``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import sys
+import threading
+import time
+from typing import Any
+
+from chongming_core import (
+    BucketPolicy,
+    ConfigurationError,
+    FixedBackoff,
+    RetryPolicy,
+    TaskCancelled,
+    TaskSnapshot,
+    TaskStore,
+)
+from chongming_runtime import Controller, Pipeline, PipelineRun, TaskOutcome, TaskRun
+
+# ------------------------------------------------------------------ reporting
+
+
+class Report:
+    """Appends JSON lines to a file, one ``os.write`` per line (atomic for our sizes)."""
+
+    def __init__(self, path: str) -> None:
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+        self._lock = threading.Lock()
+
+    def emit(self, event: str, **fields: Any) -> None:
+        line = json.dumps({"event": event, **fields}, ensure_ascii=False) + "\n"
+        with self._lock:
+            os.write(self._fd, line.encode("utf-8"))
+
+    def finished(self, snapshot: TaskSnapshot) -> None:
+        self.emit(
+            "finished",
+            task_id=snapshot.task_id,
+            status=snapshot.status.value,
+            outcome=snapshot.outcome,
+            failure_kind=None if snapshot.failure is None else snapshot.failure.kind.value,
+            version=snapshot.status_version,
+        )
+
+
+def open_store(args: argparse.Namespace) -> TaskStore:
+    """The store named on the command line."""
+    if args.db:
+        from chongming_store_sqlite import SqliteTaskStore
+
+        return SqliteTaskStore(args.db)
+    from chongming_store_postgres import PostgresTaskStore
+
+    return PostgresTaskStore(args.dsn, schema=args.schema, max_size=4)
+
+
+# ------------------------------------------------------------------ task bodies
+
+
+def short(ctx: Any, n: int) -> dict[str, Any]:
+    """A short task: a few checkpoints, then a value with CJK text."""
+    for _ in range(3):
+        ctx.checkpoint()
+        time.sleep(0.005)
+    return {"n": n, "text": "短任务-✓"}
+
+
+def long(ctx: Any, steps: int) -> int:
+    """A long task: `steps` checkpoints 20 ms apart, reporting progress."""
+    for i in range(steps):
+        ctx.checkpoint()
+        ctx.progress(i + 1, total=steps, unit="step")
+        time.sleep(0.02)
+    return steps
+
+
+def graceful(ctx: Any, steps: int) -> int:
+    """Like `long`, but returns its count when stopped (a stop is a request, not a verdict)."""
+    done = 0
+    for _ in range(steps):
+        try:
+            ctx.checkpoint()
+        except TaskCancelled:
+            return done
+        done += 1
+        time.sleep(0.02)
+    return done
+
+
+def boom(ctx: Any, message: str) -> None:
+    """Always fails."""
+    ctx.checkpoint()
+    raise ValueError(message)
+
+
+def flaky(ctx: Any, key: str) -> str:
+    """Fails its first attempt (so it waits in ``retry_wait``), then succeeds."""
+    ctx.checkpoint()
+    if ctx.attempt < 2:
+        raise ConnectionError(f"transient failure of {key}")
+    return key
+
+
+def relay(ctx: Any, node: str) -> dict[str, Any]:
+    """A pipeline node: passes on what its upstream nodes returned."""
+    ctx.checkpoint()
+    time.sleep(0.01)
+    return {"node": node, "upstream": sorted(ctx.upstream)}
+
+
+def register_all(controller: Controller) -> None:
+    """Every task name the workers use."""
+    controller.register("short", short)
+    controller.register("long", long)
+    controller.register("graceful", graceful)
+    controller.register("boom", boom)
+    controller.register(
+        "flaky", flaky, retry=RetryPolicy(max_attempts=3, backoff=FixedBackoff(0.3))
+    )
+    controller.register("relay", relay)
+
+
+def keys_for(buckets: list[int] | None, policy: BucketPolicy, count: int) -> list[str]:
+    """`count` bucket keys whose buckets are in `buckets` (any key when None)."""
+    if buckets is None:
+        return [f"key-{i}" for i in range(count)]
+    found: list[str] = []
+    i = 0
+    while len(found) < count:
+        key = f"key-{i}"
+        if policy.bucket_for(key) in buckets:
+            found.append(key)
+        i += 1
+    return found
+
+
+# ------------------------------------------------------------------ crash role
+
+
+def crash(args: argparse.Namespace) -> int:
+    rng = random.Random(args.seed)
+    report = Report(args.report)
+    buckets = (
+        None if args.owned_buckets is None else [int(b) for b in args.owned_buckets.split(",")]
+    )
+    store = open_store(args)
+    controller = Controller(
+        store=store,
+        owner=args.owner,
+        max_parallel=3,
+        num_buckets=args.num_buckets,
+        owned_buckets=buckets,
+        lease_ttl=args.lease_ttl,
+        touch_interval=min(0.2, args.lease_ttl / 4),
+        poll_interval=0.05,
+        graceful_stop=0.5,
+        pause_timeout=0.5,
+    )
+    register_all(controller)
+    keys = iter(keys_for(buckets, controller.bucket_policy, 200))
+    waiters: list[threading.Thread] = []
+
+    def watch(run: TaskRun) -> None:
+        def body() -> None:
+            outcome: TaskOutcome = run.wait(60)
+            report.finished(outcome.snapshot)
+
+        thread = threading.Thread(target=body, daemon=True)
+        thread.start()
+        waiters.append(thread)
+
+    def watch_pipeline(prun: PipelineRun) -> None:
+        def body() -> None:
+            outcome = prun.wait(60)
+            for node in outcome.nodes.values():
+                report.finished(node.snapshot)
+
+        thread = threading.Thread(target=body, daemon=True)
+        thread.start()
+        waiters.append(thread)
+
+    def submit_one(i: int) -> TaskRun | None:
+        kind = rng.choice(["short", "short", "long", "long", "graceful", "boom", "flaky"])
+        key = next(keys)
+        task_id = f"{args.owner}-{i}-{kind}"
+        if kind == "short":
+            run = controller.submit("short", i, task_id=task_id, bucket_key=key, label="短")
+        elif kind in ("long", "graceful"):
+            steps = rng.randint(5, 60)
+            run = controller.submit(kind, steps, task_id=task_id, bucket_key=key)
+        elif kind == "boom":
+            run = controller.submit("boom", f"boom {i}", task_id=task_id, bucket_key=key)
+        else:
+            run = controller.submit("flaky", key, task_id=task_id, bucket_key=key)
+        report.emit("submitted", task_id=task_id)
+        watch(run)
+        return run
+
+    def submit_pipeline(i: int) -> None:
+        pipeline = Pipeline(f"{args.owner}-p{i}")
+        key = next(keys)
+        first = pipeline.node("relay", node="extract", node_id="extract", bucket_key=key)
+        mid = pipeline.node(
+            "relay", node="transform", node_id="transform", depends_on=[first], bucket_key=key
+        )
+        if rng.random() < 0.3:
+            pipeline.node(
+                "boom", "pipeline boom", node_id="break", depends_on=[mid], bucket_key=key
+            )
+        else:
+            pipeline.node("relay", node="load", node_id="load", depends_on=[mid], bucket_key=key)
+        watch_pipeline(controller.submit_pipeline(pipeline))
+
+    runs: list[TaskRun] = []
+    for i in range(args.tasks):
+        if rng.random() < 0.15:
+            submit_pipeline(i)
+            continue
+        run = submit_one(i)
+        if run is not None:
+            runs.append(run)
+        if i == args.tasks // 2:
+            report.emit("ready")
+        if rng.random() < 0.3:
+            time.sleep(rng.uniform(0, 0.05))
+    hold = None
+    if args.hold:
+        # a task that runs until the test creates the hold file: this node is mid-run
+        hold = controller.submit("graceful", 6000, task_id=f"{args.owner}-hold",
+                                 bucket_key=next(keys))  # fmt: skip
+        watch(hold)
+    report.emit("ready")
+
+    # controls while tasks run: pauses (some left paused a while), resumes and stops
+    paused: list[TaskRun] = []
+    for _ in range(rng.randint(2, 8)):
+        time.sleep(rng.uniform(0.0, 0.15))
+        run = rng.choice(runs)
+        action = rng.random()
+        if action < 0.4:
+            if controller.pause(run.task_id, timeout=0.3):
+                paused.append(run)
+        elif action < 0.7:
+            controller.stop(run.task_id, reason="chaos stop / 混沌")
+        elif paused:
+            controller.resume(paused.pop(rng.randrange(len(paused))).task_id)
+    time.sleep(rng.uniform(0.0, 0.5))
+    for run in paused:
+        controller.resume(run.task_id)
+    if hold is not None:
+        deadline = time.monotonic() + 60
+        while not os.path.exists(args.hold) and time.monotonic() < deadline:
+            time.sleep(0.02)
+        controller.stop(hold.task_id, reason="released by the test")
+    for thread in waiters:
+        thread.join(60)
+    report.emit("done", persist_failures=[f.error for f in controller.persist_failures])
+    controller.close(timeout=10)
+    store.close()
+    return 0
+
+
+# ------------------------------------------------------------------ contention role
+
+
+def contend(args: argparse.Namespace) -> int:
+    rng = random.Random(args.seed)
+    report = Report(args.report)
+    store = open_store(args)
+    controller = Controller(
+        store=store,
+        owner=args.owner,
+        max_parallel=4,
+        lease_ttl=30,
+        touch_interval=0.1,
+        poll_interval=0.05,
+        graceful_stop=1.0,
+        pause_timeout=0.3,
+    )
+    register_all(controller)
+    calls = 0
+    errors: list[str] = []
+    sent: dict[str, int] = {"stop": 0, "pause": 0, "resume": 0}
+
+    def call(what: str, fn: Any, *a: Any, **kw: Any) -> Any:
+        nonlocal calls
+        calls += 1
+        try:
+            return fn(*a, **kw)
+        except ConfigurationError as exc:
+            # a legal refusal (e.g. resume of a task that is no longer paused)
+            return exc
+        except Exception as exc:
+            errors.append(f"{what}: {type(exc).__name__}: {exc}")
+            return None
+
+    deadline = time.monotonic() + args.duration
+    i = 0
+    while time.monotonic() < deadline:
+        i += 1
+        op = rng.random()
+        if op < 0.3:
+            kind = rng.choice(["graceful", "long", "short"])
+            task_id = f"{args.owner}-{i}"
+            call("submit", controller.submit, kind, rng.randint(3, 40) if kind != "short" else i,
+                 task_id=task_id)  # fmt: skip
+            continue
+        found = call("list_tasks", controller.list_tasks, status=["queued", "running", "paused",
+                     "pausing", "retry_wait"], limit=50)  # fmt: skip
+        if not isinstance(found, list) or not found:
+            continue
+        target: TaskSnapshot = rng.choice(found)
+        if op < 0.5:
+            if call("stop", controller.stop, target.task_id, reason=f"by {args.owner}") is True:
+                sent["stop"] += 1
+        elif op < 0.65:
+            call("pause", controller.pause, target.task_id, timeout=0.2)
+            sent["pause"] += 1
+        elif op < 0.8:
+            if call("resume", controller.resume, target.task_id) is True:
+                sent["resume"] += 1
+        elif op < 0.9:
+            call("get", controller.get, target.task_id)
+            call("history", controller.history, target.task_id)
+        else:
+            call("stats", controller.stats)
+        time.sleep(rng.uniform(0, 0.01))
+    # resume what is still paused here, so close() can stop it (an in-place pause holds a body)
+    for run in controller.runs():
+        if not run.done:
+            call("resume", run.resume)
+    call("close", controller.close, timeout=20)
+    for run in controller.runs():
+        report.emit(
+            "trajectory",
+            task_id=run.task_id,
+            status=run.status.value,
+            transitions=[
+                [t.status_version, t.from_status.value, t.to_status.value, t.trigger, t.actor]
+                for t in run.transitions
+            ],
+        )
+    report.emit(
+        "summary",
+        calls=calls,
+        errors=errors,
+        sent=sent,
+        persist_failures=[f.error for f in controller.persist_failures],
+    )
+    store.close()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("role", choices=["crash", "contend"])
+    parser.add_argument("--db")
+    parser.add_argument("--dsn")
+    parser.add_argument("--schema", default="chongming")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--report", required=True)
+    parser.add_argument("--owner", required=True)
+    parser.add_argument("--lease-ttl", type=float, default=1.0)
+    parser.add_argument("--num-buckets", type=int, default=8)
+    parser.add_argument("--owned-buckets")
+    parser.add_argument("--tasks", type=int, default=14)
+    parser.add_argument("--hold", help="run a task until this file exists")
+    parser.add_argument("--duration", type=float, default=3.0)
+    args = parser.parse_args(argv)
+    if args.role == "crash":
+        return crash(args)
+    return contend(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
