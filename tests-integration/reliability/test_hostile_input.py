@@ -323,11 +323,6 @@ def test_nul_is_refused_by_the_postgres_store(postgres_dsn: str, pg_schema: str)
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: Controller.submit accepts a NUL in label/task_id/bucket_key/tags; on "
-    "PostgreSQL the write then fails in the background forever (see docs/reliability.md)",
-)
 @pytest.mark.parametrize("field", ["label", "task_id", "bucket_key", "tags"])
 def test_nul_is_refused_at_submit_on_postgres(
     postgres_dsn: str, pg_schema: str, field: str
@@ -346,11 +341,6 @@ def test_nul_is_refused_at_submit_on_postgres(
 
 
 @pytest.mark.postgres
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: one task the store refuses (NUL in its label) poisons the StoreWriter's "
-    "batch, so no other task of the controller reaches PostgreSQL any more",
-)
 def test_one_unstorable_task_does_not_block_the_others(postgres_dsn: str, pg_schema: str) -> None:
     from chongming_store_postgres import PostgresTaskStore
 
@@ -445,11 +435,6 @@ def test_damaged_sqlite_file_is_refused_and_left_unchanged(tmp_path: Path, how: 
     TALLY.add(damaged_files_refused=1)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="finding: `run` reports the outcome and exits 0 although the store refused every "
-    "write (a file damaged past its first page); the outcome exists only on the terminal",
-)
 def test_cli_run_does_not_claim_success_it_could_not_save(tmp_path: Path) -> None:
     db = tmp_path / "tasks.db"
     _good_store(db)

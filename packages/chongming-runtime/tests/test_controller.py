@@ -399,3 +399,19 @@ def test_wait_times_out_without_changing_anything(
     assert run.status is S.RUNNING
     gate.open.set()
     assert controller.wait("j", timeout=WAIT).ok
+
+
+@pytest.mark.parametrize("field", ["task_id", "label", "bucket_key", "tags"])
+def test_nul_bytes_are_refused_at_submit(
+    make_controller: Callable[..., Controller], field: str
+) -> None:
+    controller = make_controller()
+    controller.register("noop", lambda ctx: None)
+    value: Any = {"t\x00"} if field == "tags" else "a\x00b"
+    with pytest.raises(ConfigurationError, match="NUL byte"):
+        controller.submit("noop", **{field: value})
+    assert controller.stats().total == 0
+    with pytest.raises(ConfigurationError, match="NUL byte"):
+        controller.register("bad\x00name", lambda ctx: None)
+    with pytest.raises(ConfigurationError, match="NUL byte"):
+        controller.stop("anything", reason="a\x00b")

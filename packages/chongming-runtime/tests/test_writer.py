@@ -264,3 +264,60 @@ def test_writes_recorded_during_a_commit_share_the_next_one() -> None:
     assert sorted(told) == ["t0", "t1", "t2", "t3"]
     assert store.batches == [["t0"], ["t1", "t2", "t3"]]
     writer.close()
+
+
+class PickyStore(InMemoryTaskStore):
+    """Refuses any batch that holds a write of a task in `refused` (like a NUL on PostgreSQL)."""
+
+    def __init__(self, refused: set[str]) -> None:
+        super().__init__()
+        self.refused = refused
+        self.calls = 0
+        self.down = False
+
+    def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+        self.calls += 1
+        if self.down:
+            raise StoreError("connection refused (simulated)")
+        bad = [w.snapshot.task_id for w in writes if w.snapshot.task_id in self.refused]
+        if bad:
+            raise StoreError(f"cannot store task {bad[0]!r} (simulated bad value)")
+        return super().save_many(writes)
+
+
+def test_one_refused_task_does_not_hold_back_the_others() -> None:
+    store = PickyStore({"bad"})
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=0)
+    clock = FakeClock()
+    for task_id in ("a", "bad", "b", "c"):
+        writer.record(StateMachine.create(task_id, "x", clock=clock).snapshot)
+    assert writer.flush() is False
+    assert {s.task_id for s in store.query()} == {"a", "b", "c"}
+    assert writer.failures[-1].task_ids == ("bad",)
+    assert "simulated bad value" in writer.failures[-1].error
+    # from now on the refused task is written on its own: the others go in one batch
+    for task_id in ("d", "e"):
+        writer.record(StateMachine.create(task_id, "x", clock=clock).snapshot)
+    store.calls = 0
+    assert writer.flush() is False
+    assert store.calls == 2  # one batch for d and e, one single write for the quarantined task
+    assert {"d", "e"} <= {s.task_id for s in store.query()}
+    store.refused.clear()  # the value becomes storable (or the store is fixed)
+    assert writer.flush() is True
+    assert store.get("bad") is not None
+    writer.close()
+
+
+def test_an_outage_is_not_hammered_one_write_at_a_time() -> None:
+    store = PickyStore(set())
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=0)
+    clock = FakeClock()
+    for i in range(50):
+        writer.record(StateMachine.create(f"t{i}", "x", clock=clock).snapshot)
+    store.down = True
+    assert writer.flush() is False
+    assert store.calls <= 4  # the batch, then three single writes, then it gives up
+    store.down = False
+    assert writer.flush() is True
+    assert len(store.query()) == 50
+    writer.close()

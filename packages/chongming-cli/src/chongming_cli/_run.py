@@ -123,10 +123,25 @@ def cmd_run(args: argparse.Namespace, node: NodeOptions, console: Console) -> in
                     f"(it gets {controller.graceful_stop:g}s to wind up)"
                 )
         finally:
-            controller.close(reason=reason, close_store=True)
+            saved = False
+            try:
+                controller.close(reason=reason)
+                # failed writes stay pending in the controller: a last flush says whether
+                # the store holds the end of the task
+                saved = controller.flush()
+            finally:
+                controller.store.close()
     assert run is not None
     outcome = run.outcome()
     _show(outcome, args, console)
+    if not saved:
+        failures = controller.persist_failures
+        cause = f" ({failures[-1].error})" if failures else ""
+        raise CliError(
+            f"task {run.task_id!r} ended {outcome.status.value} in this process, but the store "
+            f"did not take its final state{cause}; other processes still see an older state — "
+            "check the store and run `status` once it is healthy"
+        )
     return EXIT_OK if outcome.ok else EXIT_TASK_NOT_SUCCEEDED
 
 

@@ -53,6 +53,12 @@ _RETRYABLE_BY_DEFAULT = frozenset(
 _TIMEOUTS = frozenset({_K.TIMEOUT_START, _K.TIMEOUT_ATTEMPT, _K.TIMEOUT_IDLE})
 
 
+def _printable(text: str) -> str:
+    """Exception text with NUL bytes written as ``\\x00``: not every store can keep a NUL,
+    and a failure that cannot be stored would hide the task's end."""
+    return text.replace("\x00", "\\x00") if "\x00" in text else text
+
+
 @dataclass(frozen=True, slots=True)
 class Failure:
     """A failure record: what kind, what happened, and whether another try makes sense.
@@ -104,10 +110,10 @@ class Failure:
         message = f"{exc_type.__qualname__}: {text}" if text else exc_type.__qualname__
         return cls.of(
             kind,
-            message,
+            _printable(message),
             retryable=retryable,
             exception_type=qualified,
-            traceback="".join(_traceback.format_exception(exc)),
+            traceback=_printable("".join(_traceback.format_exception(exc))),
         )
 
     def to_dict(self) -> dict[str, Any]:

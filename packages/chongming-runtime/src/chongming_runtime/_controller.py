@@ -57,6 +57,7 @@ from chongming_runtime._pipeline_run import PipelineCoordinator, PipelineRun
 from chongming_runtime._reconcile import ReconcileReport, reconcile_store
 from chongming_runtime._registry import RegisteredTask, TaskRegistry
 from chongming_runtime._task_run import TaskRun
+from chongming_runtime._text import refuse_nul
 from chongming_runtime._writer import StoreWriter
 from chongming_runtime.executors._base import Executor
 from chongming_runtime.executors.thread import ThreadExecutor
@@ -349,6 +350,10 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
             raise ConfigurationError("this controller is closed; create a new one to submit")
         if label is not None and not isinstance(label, str):
             raise ConfigurationError(f"label must be a string, got {label!r}")
+        refuse_nul("label", label)
+        refuse_nul("bucket_key", bucket_key)
+        for tag in tags if tags is not None and not isinstance(tags, str) else ():
+            refuse_nul("tag", tag)
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise ConfigurationError(f"priority must be an integer, got {priority!r}")
         if bucket_key is not None and not isinstance(bucket_key, str):
@@ -378,6 +383,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
             return f"{name}-{uuid.uuid4().hex[:12]}"
         if not isinstance(task_id, str) or not task_id.strip():
             raise ConfigurationError(f"task_id must be a non-empty string, got {task_id!r}")
+        refuse_nul("task_id", task_id)
         with self._lock:
             held = task_id in self._runs or self._pipelines.holds(task_id)
         if held or self.store.get(task_id) is not None:

@@ -20,6 +20,7 @@ from chongming_core import (
     JoinMode,
     TaskStatus,
 )
+from chongming_runtime._text import refuse_nul
 
 __all__ = ["JoinDecision", "Pipeline", "PipelineNode", "join_decision", "pipeline_status"]
 
@@ -103,6 +104,7 @@ class Pipeline:
             raise ConfigurationError(
                 f"pipeline {self.name!r} already has a node {node_id!r}; node ids must be unique"
             )
+        refuse_nul("node_id", node_id)
         try:
             join_mode = JoinMode(join)
         except ValueError:

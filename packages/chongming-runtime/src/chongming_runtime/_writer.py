@@ -52,6 +52,9 @@ _log = logging.getLogger("chongming_task.store_writer")
 
 MAX_FAILURES = 20
 
+#: Single writes that must fail in a row, with none succeeding, to call it an outage.
+_OUTAGE_AFTER = 3
+
 
 @dataclass(frozen=True, slots=True)
 class PersistFailure:
@@ -106,6 +109,7 @@ class StoreWriter:
         self._touches: dict[str, TouchUpdate] = {}
         self._stored_version: dict[str, int] = {}
         self._diverged: set[str] = set()
+        self._poisoned: set[str] = set()  # refused alone while other writes succeeded
         self._failures: deque[PersistFailure] = deque(maxlen=MAX_FAILURES)
         self._healthy = True
         self._closed = False
@@ -249,27 +253,30 @@ class StoreWriter:
         expected: dict[str, int | None],
     ) -> bool:
         decorate = self._decorate
-        writes = [
-            SnapshotWrite(
+        writes = {
+            t: SnapshotWrite(
                 decorate(p.snapshot) if decorate is not None else p.snapshot,
                 expected[t],
                 tuple(p.transitions),
             )
             for t, p in batch.items()
-        ]
-        try:
-            conflicts = self._store.save_many(writes) if writes else []
-        except StoreError as exc:
-            self._requeue(batch, touches)
-            self._fail("save_many", tuple(batch) or tuple(touches), exc)
-            return False
+        }
+        conflicts, failed = self._save(writes)
+        written = [t for t in batch if t not in failed]
         conflicted = {c.task_id for c in conflicts}
         with self._lock:
-            for task_id, pending in batch.items():
+            for task_id in written:
                 if task_id not in conflicted:
-                    self._stored_version[task_id] = pending.snapshot.status_version
+                    self._stored_version[task_id] = batch[task_id].snapshot.status_version
         for conflict in conflicts:
             self._on_conflict(conflict)
+        if failed:
+            self._requeue({t: batch[t] for t in failed}, {})
+            by_error: dict[str, list[str]] = {}
+            for task_id, exc in failed.items():
+                by_error.setdefault(f"{type(exc).__name__}: {exc}", []).append(task_id)
+            for error, task_ids in by_error.items():
+                self._fail_text("save_many", tuple(task_ids), error)
         if touches:
             try:
                 # touches after snapshots: a terminal save must not be overwritten by older
@@ -279,7 +286,50 @@ class StoreWriter:
                 self._requeue({}, touches)
                 self._fail("touch_many", tuple(touches), exc)
                 return False
-        return True
+        return not failed
+
+    def _save(
+        self, writes: dict[str, SnapshotWrite]
+    ) -> tuple[list[ConcurrencyConflict], dict[str, StoreError]]:
+        """Write `writes`; returns the conflicts and the items the store refused, by task id.
+
+        One refused item must not hold back the others (a text PostgreSQL cannot store,
+        say): when a batch fails, its items are written one by one. Items that fail alone
+        while others succeed are quarantined and written on their own from then on. When
+        the first few single writes fail too, the store itself is down: everything left is
+        kept for the next flush without hammering the store.
+        """
+        healthy = [t for t in writes if t not in self._poisoned]
+        suspects = [t for t in writes if t in self._poisoned]
+        conflicts: list[ConcurrencyConflict] = []
+        failed: dict[str, StoreError] = {}
+        if healthy:
+            try:
+                conflicts.extend(self._store.save_many([writes[t] for t in healthy]))
+            except StoreError as exc:
+                if len(healthy) == 1 and not suspects:
+                    return conflicts, {healthy[0]: exc}
+                suspects = healthy + suspects
+                healthy = []
+        succeeded = bool(healthy)
+        consecutive = 0
+        for position, task_id in enumerate(suspects):
+            try:
+                conflicts.extend(self._store.save_many([writes[task_id]]))
+            except StoreError as exc:
+                failed[task_id] = exc
+                consecutive += 1
+                if not succeeded and consecutive >= _OUTAGE_AFTER:
+                    for rest in suspects[position + 1 :]:
+                        failed[rest] = exc
+                    break
+                continue
+            succeeded = True
+            consecutive = 0
+            self._poisoned.discard(task_id)
+        if succeeded:
+            self._poisoned.update(failed)
+        return conflicts, failed
 
     def _requeue(self, batch: dict[str, _Pending], touches: dict[str, TouchUpdate]) -> None:
         with self._lock:
@@ -315,17 +365,17 @@ class StoreWriter:
             conflict,
         )
 
-    def _fail(self, operation: str, task_ids: tuple[str, ...], exc: Exception) -> None:
+    def _fail_text(self, operation: str, task_ids: tuple[str, ...], error: str) -> None:
         with self._lock:
             self._failures.append(
                 PersistFailure(
-                    at=self._clock.now(),
-                    operation=operation,
-                    task_ids=task_ids[:20],
-                    error=f"{type(exc).__name__}: {exc}",
+                    at=self._clock.now(), operation=operation, task_ids=task_ids[:20], error=error
                 )
             )
-        _log.warning("store write failed (%s), will retry: %s", operation, exc)
+        _log.warning("store write failed (%s), will retry: %s", operation, error)
+
+    def _fail(self, operation: str, task_ids: tuple[str, ...], exc: Exception) -> None:
+        self._fail_text(operation, task_ids, f"{type(exc).__name__}: {exc}")
 
     # ------------------------------------------------------------------ background
     def _ensure_thread(self) -> None:
