@@ -146,9 +146,10 @@ def main() -> None:
     _cli(db, "stats")
     _cli(db, "history", WORKER_ID)
     print(
-        f"\nThe database is left at {db}; look around with:\n"
-        f"  chongming-task --db {db} ps\n"
-        f"  chongming-task --db {db} dashboard"
+        f"\nThe database is left at {db}; look around with (from the repository, "
+        "`uv run` finds the project's environment; `make dashboard` does the last one):\n"
+        f"  uv run chongming-task --db {db} ps\n"
+        f"  uv run chongming-task --db {db} dashboard"
     )
 
 
