@@ -233,19 +233,32 @@ WHERE (%(task_id)s::text IS NULL OR task_id = %(task_id)s::text)
   AND (%(include_complete)s OR completed_at IS NULL)
 ORDER BY seq LIMIT %(limit)s"""
 
-#: Delete all but the most recently finished terminal tasks, their histories and commands.
-PRUNE: Final = """
+#: The terminal tasks `prune` deletes (all but the `keep` most recently finished), each
+#: with the end it is ranked by.
+PRUNE_SELECT: Final = """
+SELECT task_id, COALESCE(finished_at, updated_at, created_at, '1970-01-01T00:00:00Z') AS ended
+FROM {tasks}
+WHERE status = ANY(%(terminal)s::text[])
+ORDER BY ended DESC, seq DESC
+OFFSET %(keep)s"""
+
+#: Delete one batch of the tasks `PRUNE_SELECT` chose, with their histories and commands.
+#: A task that is no longer terminal with the same end (a retry revived it) is left alone.
+#: Returns how many tasks were deleted.
+PRUNE_BATCH: Final = """
 WITH doomed AS (
-    SELECT task_id FROM {tasks}
-    WHERE status = ANY(%(terminal)s::text[])
-    ORDER BY COALESCE(finished_at, updated_at, created_at, '1970-01-01T00:00:00Z') DESC, seq DESC
-    OFFSET %(keep)s
+    DELETE FROM {tasks} AS k
+    USING unnest(%(task_ids)s::text[], %(ended)s::timestamptz[]) AS d(task_id, ended)
+    WHERE k.task_id = d.task_id
+      AND k.status = ANY(%(terminal)s::text[])
+      AND COALESCE(k.finished_at, k.updated_at, k.created_at, '1970-01-01T00:00:00Z') = d.ended
+    RETURNING k.task_id
 ), gone_history AS (
     DELETE FROM {transitions} WHERE task_id IN (SELECT task_id FROM doomed)
 ), gone_commands AS (
     DELETE FROM {commands} WHERE task_id IN (SELECT task_id FROM doomed)
 )
-DELETE FROM {tasks} WHERE task_id IN (SELECT task_id FROM doomed)"""
+SELECT count(*) FROM doomed"""
 
 #: One archiver per schema at a time, so no transition is written to two files.
 LOCK_ARCHIVE: Final = "SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 0))"
@@ -379,7 +392,8 @@ class Statements:
         self.release_command = self.render(RELEASE_COMMAND)
         self.get_command = self.render(GET_COMMAND)
         self.list_commands = self.render(LIST_COMMANDS)
-        self.prune = self.render(PRUNE)
+        self.prune_select = self.render(PRUNE_SELECT)
+        self.prune_batch = self.render(PRUNE_BATCH)
         self.lock_archive = self.render(LOCK_ARCHIVE)
         self.archive_select = self.render(ARCHIVE_SELECT)
         self.archive_delete = self.render(ARCHIVE_DELETE)

@@ -516,14 +516,24 @@ class PostgresTaskStore(TaskStore):
 
     # ------------------------------------------------------------------ housekeeping
     def prune(self, keep_terminal: int) -> int:
-        """See `TaskStore.prune`."""
+        """See `TaskStore.prune`: the tasks are chosen once, then deleted in batches of
+        `PRUNE_BATCH_TASKS`, one short transaction each."""
         keep = W.validate_keep(keep_terminal)
         self._check_open()
 
-        def body(conn: Conn, retrying: bool) -> int:
-            return W.prune(conn, self._q, keep)
+        def choose(conn: Conn, retrying: bool) -> list[tuple[str, datetime]]:
+            return W.prune_candidates(conn, self._q, keep)
 
-        return self._run(f"pruning to {keep} terminal tasks", body)
+        doomed = self._run(f"choosing the tasks to prune to {keep} terminal tasks", choose)
+        deleted = 0
+        for start in range(0, len(doomed), W.PRUNE_BATCH_TASKS):
+            batch = doomed[start : start + W.PRUNE_BATCH_TASKS]
+
+            def body(conn: Conn, retrying: bool, batch: Sequence[Any] = batch) -> int:
+                return W.prune_batch(conn, self._q, batch)
+
+            deleted += self._run(f"pruning {len(batch)} tasks", body)
+        return deleted
 
     def archive(self, *, finished_before: datetime, path: str | os.PathLike[str]) -> int:
         """See `TaskStore.archive`."""

@@ -34,12 +34,26 @@ from chongming_store_postgres._codec import (
 )
 from chongming_store_postgres._queries import BATCH_TYPES, Statements
 
-__all__ = ["Prepared", "apply_writes", "archive", "prepare", "prune", "validate_keep"]
+__all__ = [
+    "PRUNE_BATCH_TASKS",
+    "Prepared",
+    "apply_writes",
+    "archive",
+    "prepare",
+    "prune_batch",
+    "prune_candidates",
+    "validate_keep",
+]
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 #: A rendered statement and its parameters.
 Prepared = tuple[bytes, dict[str, Any]]
 _TERMINAL = sorted(s.value for s in TERMINAL_STATUSES)
+#: Tasks deleted per transaction by `prune` (a task is about five rows with its history),
+#: so that a prune of a million tasks never holds row locks for long.
+PRUNE_BATCH_TASKS = 1000
+#: Rows converted to Python objects at a time when reading a long result.
+_FETCH_SLICE = 10_000
 
 
 def prepare(writes: Sequence[SnapshotWrite], q: Statements) -> list[Prepared]:
@@ -164,10 +178,32 @@ def validate_keep(keep_terminal: object) -> int:
     return keep_terminal
 
 
-def prune(conn: Conn, q: Statements, keep: int) -> int:
-    """Delete all but the `keep` latest-finished terminal tasks (one statement)."""
-    cursor = conn.execute(q.prune, {"terminal": _TERMINAL, "keep": keep})
-    return max(0, cursor.rowcount)
+def prune_candidates(conn: Conn, q: Statements, keep: int) -> list[tuple[str, datetime]]:
+    """The terminal tasks to delete (all but the `keep` latest-finished), with their ends.
+
+    Read through a server-side cursor a slice at a time: receiving a million rows at
+    once would keep other Python threads from running for seconds.
+    """
+    doomed: list[tuple[str, datetime]] = []
+    with conn.transaction(), conn.cursor(name="chongming_prune") as cursor:
+        cursor.execute(q.prune_select, {"terminal": _TERMINAL, "keep": keep})
+        while rows := cursor.fetchmany(_FETCH_SLICE):
+            doomed.extend((row[0], row[1]) for row in rows)
+    return doomed
+
+
+def prune_batch(conn: Conn, q: Statements, batch: Sequence[tuple[str, datetime]]) -> int:
+    """Delete one batch of `prune_candidates` (one statement); returns how many went.
+
+    A task that is no longer terminal with the same end (revived meanwhile) is kept.
+    """
+    params = {
+        "terminal": _TERMINAL,
+        "task_ids": [task_id for task_id, _ in batch],
+        "ended": [ended for _, ended in batch],
+    }
+    row = conn.execute(q.prune_batch, params).fetchone()
+    return 0 if row is None else int(row[0])
 
 
 def archive(
@@ -180,10 +216,11 @@ def archive(
     """
     with conn.transaction():
         conn.execute(q.lock_archive, {"key": f"chongming-archive:{schema}"})
-        rows = conn.execute(
-            q.archive_select, {"terminal": _TERMINAL, "before": finished_before}
-        ).fetchall()
-        moved = [transition_from_row(row) for row in rows]
+        moved: list[Transition] = []
+        with conn.cursor(name="chongming_archive") as cursor:  # a slice at a time, see prune
+            cursor.execute(q.archive_select, {"terminal": _TERMINAL, "before": finished_before})
+            while rows := cursor.fetchmany(_FETCH_SLICE):
+                moved.extend(transition_from_row(row) for row in rows)
         _write_jsonl(path, moved)
         if moved:
             conn.execute(

@@ -16,7 +16,6 @@ from chongming_core import StoreError
 from chongming_core._store import write_jsonl
 from chongming_store_sqlite import _schema as sql
 from chongming_store_sqlite._codec import TRANSITION_COLUMNS, transition_from_row
-from chongming_store_sqlite._query import chunks, placeholders
 
 __all__ = ["ARCHIVE_BATCH_TASKS", "PRUNE_BATCH_TASKS", "archive_batches", "prune_batches"]
 
@@ -31,34 +30,47 @@ ARCHIVE_BATCH_TASKS = 1000
 def prune_batches(reading: _Transaction, writing: _Transaction, keep: int) -> int:
     """Delete all but the `keep` most recently finished terminal tasks; returns how many.
 
-    The doomed tasks are chosen once; each batch then deletes those of them that
-    are still terminal with the same end time (a task revived by a retry in the
-    meantime is left alone).
+    The oldest task to keep is found once; each batch then deletes the oldest terminal
+    tasks up to it. A task revived by a retry in the meantime is not terminal, or
+    ends later, so it is left alone. Each batch is a handful of set-based statements
+    rather than one per row: the sqlite3 module lets other Python threads run at every
+    step of a statement, and a write transaction of thousands of steps would hold the
+    write lock for as long as those threads keep the interpreter busy.
     """
     with reading("choosing the tasks to prune") as conn:
-        doomed: list[tuple[str, int]] = conn.execute(
-            "SELECT task_id, terminal_us FROM tasks WHERE terminal_us IS NOT NULL "
-            "ORDER BY terminal_us DESC, seq DESC LIMIT -1 OFFSET ?",
+        cut = conn.execute(
+            "SELECT terminal_us, seq FROM tasks WHERE terminal_us IS NOT NULL "
+            "ORDER BY terminal_us DESC, seq DESC LIMIT 1 OFFSET ?",
             (keep,),
-        ).fetchall()
+        ).fetchone()
+    if cut is None:
+        return 0
     deleted = 0
-    for batch in chunks(doomed, PRUNE_BATCH_TASKS):
-        with writing(f"pruning {len(batch)} tasks") as conn:
-            ends = dict(batch)
-            still: list[tuple[str]] = []
-            for chunk in chunks(list(ends)):
-                rows = conn.execute(
-                    "SELECT task_id, terminal_us FROM tasks "
-                    f"WHERE task_id IN ({placeholders(len(chunk))})",
-                    chunk,
-                )
-                still.extend((task_id,) for task_id, end in rows if end == ends[task_id])
-            conn.executemany(sql.DELETE_TASK, still)
-            conn.executemany(sql.DELETE_TAGS, still)
-            conn.executemany(sql.DELETE_TASK_TRANSITIONS, still)
-            conn.executemany(sql.DELETE_TASK_COMMANDS, still)
-            deleted += len(still)
-    return deleted
+    while True:
+        with writing(f"pruning up to {PRUNE_BATCH_TASKS} tasks") as conn:
+            (batch,) = conn.execute(_PRUNE_BATCH, (*cut, PRUNE_BATCH_TASKS)).fetchone()
+            for statement in _PRUNE_DELETES:
+                count = conn.execute(statement, (batch,)).rowcount
+        deleted += count
+        if count < PRUNE_BATCH_TASKS:
+            return deleted
+
+
+#: The ``seq`` of the next batch of tasks to prune, as a JSON array: the oldest terminal
+#: tasks up to the cut ``(terminal_us, seq)`` (parameters: cut end, cut seq, limit).
+_PRUNE_BATCH = (
+    "SELECT json_group_array(seq) FROM (SELECT seq FROM tasks "
+    "WHERE terminal_us IS NOT NULL AND (terminal_us < ?1 OR (terminal_us = ?1 AND seq <= ?2)) "
+    "ORDER BY terminal_us, seq LIMIT ?3)"
+)
+_BATCH_TASK_IDS = "SELECT task_id FROM tasks WHERE seq IN (SELECT value FROM json_each(?1))"
+#: Delete a batch (parameter: the JSON array of ``seq``); the tasks rows go last.
+_PRUNE_DELETES = (
+    f"DELETE FROM task_tags WHERE task_id IN ({_BATCH_TASK_IDS})",
+    f"DELETE FROM transitions WHERE task_id IN ({_BATCH_TASK_IDS})",
+    f"DELETE FROM commands WHERE task_id IN ({_BATCH_TASK_IDS})",
+    "DELETE FROM tasks WHERE seq IN (SELECT value FROM json_each(?1))",
+)
 
 
 def _prepare_archive(path: str, where: str) -> None:
