@@ -184,9 +184,13 @@ def connect(path: str, *, busy_timeout: float, memory: bool) -> sqlite3.Connecti
 
 
 def _identity(conn: sqlite3.Connection) -> tuple[int, int, int]:
-    app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-    version = conn.execute("PRAGMA user_version").fetchone()[0]
-    tables = conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]
+    # One statement, so one snapshot: read one by one, another process's first migration
+    # could commit in between and its tables would be seen without its application id.
+    app_id, version, tables = conn.execute(
+        "SELECT (SELECT application_id FROM pragma_application_id), "
+        "(SELECT user_version FROM pragma_user_version), "
+        "(SELECT count(*) FROM sqlite_master)"
+    ).fetchone()
     return int(app_id), int(version), int(tables)
 
 
