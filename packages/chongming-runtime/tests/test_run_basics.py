@@ -31,6 +31,7 @@ from chongming_runtime import (
 )
 from chongming_runtime.executors.inline import InlineExecutor as InlineFromModule
 from chongming_runtime.executors.thread import ThreadExecutor as ThreadFromModule
+from run_helpers import path, st
 
 S = TaskStatus
 HAPPY = [
@@ -39,29 +40,6 @@ HAPPY = [
     (S.STARTING, S.RUNNING),
     (S.RUNNING, S.SUCCEEDED),
 ]
-
-
-def path(run: TaskRun) -> list[tuple[TaskStatus, TaskStatus]]:
-    return [(t.from_status, t.to_status) for t in run.transitions]
-
-
-def st(run: TaskRun) -> TaskStatus:
-    """The run's status, read afresh (keeps the type checker from narrowing it)."""
-    return run.status
-
-
-def timeout_kind(run: TaskRun) -> FailureKind | None:
-    """The timeout that expired in the current attempt, if any."""
-    attempt = run._attempt
-    assert attempt is not None
-    return attempt.timeout_kind
-
-
-def stop_flag(run: TaskRun) -> bool:
-    """Whether the current attempt's stop flag is set."""
-    attempt = run._attempt
-    assert attempt is not None
-    return attempt.control.stop_requested
 
 
 def add(ctx: TaskContext, a: int, *, b: int = 0) -> int:

@@ -14,32 +14,10 @@ from chongming_core import (
     TaskStatus,
 )
 from chongming_runtime import TaskContext, TaskRun
+from run_helpers import path, st
 
 S = TaskStatus
 RUNNING_PATH = [(S.PENDING, S.QUEUED), (S.QUEUED, S.STARTING), (S.STARTING, S.RUNNING)]
-
-
-def path(run: TaskRun) -> list[tuple[TaskStatus, TaskStatus]]:
-    return [(t.from_status, t.to_status) for t in run.transitions]
-
-
-def st(run: TaskRun) -> TaskStatus:
-    """The run's status, read afresh (keeps the type checker from narrowing it)."""
-    return run.status
-
-
-def timeout_kind(run: TaskRun) -> FailureKind | None:
-    """The timeout that expired in the current attempt, if any."""
-    attempt = run._attempt
-    assert attempt is not None
-    return attempt.timeout_kind
-
-
-def stop_flag(run: TaskRun) -> bool:
-    """Whether the current attempt's stop flag is set."""
-    attempt = run._attempt
-    assert attempt is not None
-    return attempt.control.stop_requested
 
 
 def cooperative(entered: threading.Event) -> object:
