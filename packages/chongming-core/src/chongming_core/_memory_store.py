@@ -199,25 +199,15 @@ class InMemoryTaskStore(TaskStore):
         pid: int | None = None,
     ) -> bool:
         """See `TaskStore.touch`."""
-        changes: dict[str, object] = {}
-        if progress is not None:
-            changes["progress"] = progress
-        if heartbeat_at is not None:
-            changes["last_heartbeat_at"] = heartbeat_at
-        if lease_owner is not None:
-            changes["lease_owner"] = lease_owner
-        if lease_until is not None:
-            changes["lease_until"] = lease_until
-        if pid is not None:
-            changes["pid"] = pid
-        with self._lock:
-            self._open()
-            current = self._tasks.get(task_id)
-            if current is None:
-                return False
-            if changes:
-                self._tasks[task_id] = current.evolve(**changes)
-            return True
+        update = TouchUpdate.given(
+            task_id,
+            progress=progress,
+            heartbeat_at=heartbeat_at,
+            lease_owner=lease_owner,
+            lease_until=lease_until,
+            pid=pid,
+        )
+        return self.touch_many([update]) == 1
 
     def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
         """See `TaskStore.touch_many`."""

@@ -221,7 +221,7 @@ class StateMachine:
         if (
             snap.status in ACTIVE_STATUSES
             and target not in ACTIVE_STATUSES
-            and target not in {_S.PAUSED}
+            and target is not _S.PAUSED
         ):
             changes.setdefault(
                 "attempts", (*snap.attempts, self._attempt_record(target, now, changes))

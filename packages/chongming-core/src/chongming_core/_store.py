@@ -158,19 +158,47 @@ class TouchUpdate:
     lease_until: datetime | _Unset | None = UNSET
     pid: int | _Unset | None = UNSET
 
+    @classmethod
+    def given(
+        cls,
+        task_id: str,
+        *,
+        progress: Progress | None = None,
+        heartbeat_at: datetime | None = None,
+        lease_owner: str | None = None,
+        lease_until: datetime | None = None,
+        pid: int | None = None,
+    ) -> TouchUpdate:
+        """The update `TaskStore.touch` describes: arguments left as None are not changed."""
+
+        def kept(value: object) -> object:
+            return UNSET if value is None else value
+
+        return cls(
+            task_id,
+            progress=kept(progress),  # type: ignore[arg-type]
+            heartbeat_at=kept(heartbeat_at),  # type: ignore[arg-type]
+            lease_owner=kept(lease_owner),  # type: ignore[arg-type]
+            lease_until=kept(lease_until),  # type: ignore[arg-type]
+            pid=kept(pid),  # type: ignore[arg-type]
+        )
+
+    def fields(self) -> dict[str, object]:
+        """The fields this update sets, by name (``progress``, ``heartbeat_at``, ...)."""
+        values = {
+            "progress": self.progress,
+            "heartbeat_at": self.heartbeat_at,
+            "lease_owner": self.lease_owner,
+            "lease_until": self.lease_until,
+            "pid": self.pid,
+        }
+        return {name: value for name, value in values.items() if value is not UNSET}
+
     def apply(self, snapshot: TaskSnapshot) -> TaskSnapshot:
         """`snapshot` with this update's fields applied (version untouched)."""
-        changes: dict[str, object] = {}
-        if self.progress is not UNSET:
-            changes["progress"] = self.progress
-        if self.heartbeat_at is not UNSET:
-            changes["last_heartbeat_at"] = self.heartbeat_at
-        if self.lease_owner is not UNSET:
-            changes["lease_owner"] = self.lease_owner
-        if self.lease_until is not UNSET:
-            changes["lease_until"] = self.lease_until
-        if self.pid is not UNSET:
-            changes["pid"] = self.pid
+        changes = self.fields()
+        if "heartbeat_at" in changes:
+            changes["last_heartbeat_at"] = changes.pop("heartbeat_at")
         return snapshot.evolve(**changes) if changes else snapshot
 
 

@@ -27,6 +27,7 @@ and the conflict is recorded — the writer never overwrites someone else's trut
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 from collections import deque
@@ -35,7 +36,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from chongming_core import (
-    UNSET,
     ConcurrencyConflict,
     SnapshotWrite,
     StoreError,
@@ -425,15 +425,4 @@ class StoreWriter:
 
 def _merge(older: TouchUpdate, newer: TouchUpdate) -> TouchUpdate:
     """`newer`'s fields over `older`'s (UNSET keeps the older value)."""
-
-    def pick(a: object, b: object) -> object:
-        return a if b is UNSET else b
-
-    return TouchUpdate(
-        task_id=newer.task_id,
-        progress=pick(older.progress, newer.progress),  # type: ignore[arg-type]
-        heartbeat_at=pick(older.heartbeat_at, newer.heartbeat_at),  # type: ignore[arg-type]
-        lease_owner=pick(older.lease_owner, newer.lease_owner),  # type: ignore[arg-type]
-        lease_until=pick(older.lease_until, newer.lease_until),  # type: ignore[arg-type]
-        pid=pick(older.pid, newer.pid),  # type: ignore[arg-type]
-    )
+    return dataclasses.replace(older, **newer.fields())  # type: ignore[arg-type]

@@ -47,7 +47,6 @@ import psycopg
 import psycopg_pool
 
 from chongming_core import (
-    UNSET,
     Command,
     ConcurrencyConflict,
     ConfigurationError,
@@ -343,13 +342,13 @@ class PostgresTaskStore(TaskStore):
         pid: int | None = None,
     ) -> bool:
         """See `TaskStore.touch`."""
-        update = TouchUpdate(
+        update = TouchUpdate.given(
             task_id,
-            progress=UNSET if progress is None else progress,
-            heartbeat_at=UNSET if heartbeat_at is None else heartbeat_at,
-            lease_owner=UNSET if lease_owner is None else lease_owner,
-            lease_until=UNSET if lease_until is None else lease_until,
-            pid=UNSET if pid is None else pid,
+            progress=progress,
+            heartbeat_at=heartbeat_at,
+            lease_owner=lease_owner,
+            lease_until=lease_until,
+            pid=pid,
         )
         return self.touch_many([update]) == 1
 
@@ -360,11 +359,7 @@ class PostgresTaskStore(TaskStore):
         for update in updates:
             if "\x00" in update.task_id:
                 continue  # cannot exist
-            fields = merged.setdefault(update.task_id, {})
-            for name in ("progress", "heartbeat_at", "lease_owner", "lease_until", "pid"):
-                value = getattr(update, name)
-                if value is not UNSET:
-                    fields[name] = value
+            merged.setdefault(update.task_id, {}).update(update.fields())
         if not merged:
             return 0
         params = touch_arrays(merged)

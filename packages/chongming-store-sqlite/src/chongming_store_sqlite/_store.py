@@ -12,7 +12,6 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from chongming_core import (
-    UNSET,
     Command,
     ConcurrencyConflict,
     ConfigurationError,
@@ -59,7 +58,6 @@ __all__ = ["SqliteTaskStore"]
 MEMORY = ":memory:"
 _MAX_CONNECTIONS = 16
 _SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
-_TOUCH_KEYS = ("progress", "heartbeat_at", "lease_owner", "lease_until", "pid")
 
 
 class SqliteTaskStore(TaskStore):
@@ -358,20 +356,21 @@ class SqliteTaskStore(TaskStore):
         pid: int | None = None,
     ) -> bool:
         """See `TaskStore.touch`."""
-        given = (progress, heartbeat_at, lease_owner, lease_until, pid)
-        fields = {k: v for k, v in zip(_TOUCH_KEYS, given, strict=True) if v is not None}
-        row = touch_row(task_id, fields)
-        with self._writing(f"touching task {task_id!r}") as conn:
-            changed = conn.execute(sql.TOUCH_TASK, row).rowcount
-        return changed > 0
+        update = TouchUpdate.given(
+            task_id,
+            progress=progress,
+            heartbeat_at=heartbeat_at,
+            lease_owner=lease_owner,
+            lease_until=lease_until,
+            pid=pid,
+        )
+        return self.touch_many([update]) == 1
 
     def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
         """See `TaskStore.touch_many`: every update in one transaction, in order."""
         rows = []
         for u in updates:
-            given = (u.progress, u.heartbeat_at, u.lease_owner, u.lease_until, u.pid)
-            fields = {k: v for k, v in zip(_TOUCH_KEYS, given, strict=True) if v is not UNSET}
-            rows.append(touch_row(u.task_id, fields))
+            rows.append(touch_row(u.task_id, u.fields()))
         if not rows:
             self._check_open()
             return 0
