@@ -158,3 +158,89 @@ def test_the_module_cache_is_the_one_the_executor_uses() -> None:
     wait_for(lambda: thread_executor._CACHE.idle_count >= 1)
     thread_executor._CACHE.clear()
     assert thread_executor._CACHE.idle_count == 0
+
+
+def test_a_finishing_thread_keeps_the_one_job_it_released_for_itself() -> None:
+    cache = _ThreadCache(idle_seconds=30)
+    ran: list[tuple[str, threading.Thread, str]] = []
+    done = threading.Semaphore(0)
+    handed: list[threading.Thread] = []
+
+    def follower(tag: str) -> None:
+        current = threading.current_thread()
+        ran.append((tag, current, current.name))
+        done.release()
+
+    def leader(tag: str) -> None:
+        current = threading.current_thread()
+        ran.append((tag, current, current.name))
+        thread_executor.body_returned()  # the body is over: only the report is left
+        handed.append(cache.launch(follower, "next", "chongming-task-next-1"))
+        handed.append(cache.launch(follower, "other", "chongming-task-other-1"))
+        ran.append(("report done", current, current.name))
+        done.release()
+
+    first = cache.launch(leader, "lead", "chongming-task-lead-1")
+    for _ in range(3):
+        assert done.acquire(timeout=10)
+    wait_for(lambda: len(ran) == 4)
+    by_tag = {tag: (thread, name) for tag, thread, name in ran}
+    # the first job released while finishing runs on the same thread, after the report
+    assert handed[0] is first
+    assert by_tag["next"] == (first, "chongming-task-next-1")
+    assert [tag for tag, thread, _ in ran if thread is first] == ["lead", "report done", "next"]
+    # only one job is kept: the second went to another thread at once
+    assert handed[1] is not first
+    assert by_tag["other"][0] is handed[1]
+    cache.clear()
+
+
+def test_a_thread_whose_body_still_runs_never_keeps_a_job() -> None:
+    cache = _ThreadCache(idle_seconds=30)
+    release = threading.Event()
+    started = threading.Semaphore(0)
+    where: list[threading.Thread] = []
+
+    def child(tag: str) -> None:
+        where.append(threading.current_thread())
+        started.release()
+
+    def body(tag: str) -> None:  # launches while its body is still running (no body_returned)
+        cache.launch(child, "child", "chongming-task-child-1")
+        assert started.acquire(timeout=10)  # the child ran meanwhile, elsewhere
+        release.wait(10)
+
+    parent = cache.launch(body, "parent", "chongming-task-parent-1")
+    wait_for(lambda: len(where) == 1)
+    assert where[0] is not parent
+    release.set()
+    cache.clear()
+
+
+def test_queued_tasks_follow_each_other_on_the_thread_that_freed_the_slot() -> None:
+    controller = Controller(max_parallel=1)
+    threads: dict[str, int] = {}
+
+    def record(ctx: TaskContext) -> None:
+        threads[ctx.task_id] = threading.get_ident()
+
+    controller.register("record", record)
+    gate = threading.Event()
+    controller.register("gate", lambda ctx: gate.wait(10))
+    first = controller.submit("gate", task_id="gate")
+    wait_for(lambda: first.status is S.RUNNING)
+    runs = [controller.submit("record", task_id=f"r{i}") for i in range(5)]
+    assert [r.status for r in runs] == [S.QUEUED] * 5
+    gate.set()
+    outcomes = controller.wait_all(timeout=10)
+    assert [o.status for o in outcomes] == [S.SUCCEEDED] * 6
+    # each finishing task released the next one, which ran on the same thread
+    assert len(set(threads.values())) == 1
+    for run in runs:
+        assert [t.to_status for t in run.transitions] == [
+            S.QUEUED,
+            S.STARTING,
+            S.RUNNING,
+            S.SUCCEEDED,
+        ]
+    controller.close()

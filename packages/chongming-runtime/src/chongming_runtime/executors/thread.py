@@ -20,6 +20,14 @@ This is a cache, not a pool, and §7.3's reasons still hold:
 * each attempt runs in a fresh `contextvars.Context`, as on a new thread, and a
   parked thread is renamed ``chongming-task-idle``.
 
+A thread whose body has returned and that is only reporting the result may, in
+that report, release the next attempt (its slot freed one). That attempt is kept
+for this same thread, which runs it right after the report instead of waking
+another thread: with many short tasks queued, a busy thread goes from one
+attempt to the next without a thread switch. Only a thread whose body returned
+takes such a hand-off, one attempt at most; every other launch goes to a parked
+or a new thread.
+
 ``async def`` bodies run to completion on a private event loop inside the
 attempt's thread, and ``await ctx.acheckpoint()`` responds to stop and pause.
 """
@@ -27,12 +35,13 @@ attempt's thread, and ``await ctx.acheckpoint()`` responds to stop and pause.
 from __future__ import annotations
 
 import contextvars
+import os
 import threading
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from chongming_core import Clock
-from chongming_runtime._attempt import run_in_current_thread
+from chongming_runtime._attempt import call_body
 
 if TYPE_CHECKING:
     from chongming_runtime._attempt import Attempt
@@ -49,19 +58,25 @@ _IDLE_NAME = "chongming-task-idle"
 _Job = tuple[Callable[[Any], None], Any]
 
 
+_local = threading.local()
+
+
 class _Worker:
     """One cached daemon thread: runs the job it was given, then parks."""
 
-    __slots__ = ("cache", "job", "parked", "thread")
+    __slots__ = ("cache", "finishing", "job", "next_job", "parked", "thread")
 
     def __init__(self, cache: _ThreadCache, job: _Job, name: str) -> None:
         self.cache = cache
         self.job: _Job | None = job
+        self.next_job: tuple[_Job, str] | None = None  # handed to itself while finishing
+        self.finishing = False  # the body returned; only the report is left
         self.parked = threading.Lock()  # held while idle; released to hand over a job
         self.parked.acquire()
         self.thread = threading.Thread(target=self._serve, name=name, daemon=True)
 
     def _serve(self) -> None:
+        _local.worker = self
         job = self.job
         while job is not None:
             self.job = None
@@ -69,7 +84,19 @@ class _Worker:
             del job
             contextvars.Context().run(target, arg)  # a fresh context, as on a new thread
             del target, arg
-            job = self.cache.park(self)
+            self.finishing = False
+            handed, self.next_job = self.next_job, None
+            if handed is not None:
+                job, self.thread.name = handed
+            else:
+                job = self.cache.park(self)
+
+
+def body_returned() -> None:
+    """Mark the calling worker thread as only reporting a result: it may take a hand-off."""
+    worker: _Worker | None = getattr(_local, "worker", None)
+    if worker is not None:
+        worker.finishing = True
 
 
 class _ThreadCache:
@@ -82,7 +109,15 @@ class _ThreadCache:
         self._idle: list[_Worker] = []
 
     def launch(self, target: Callable[[Any], None], arg: Any, name: str) -> threading.Thread:
-        """Run ``target(arg)`` on a parked thread, or on a new one; returns the thread."""
+        """Run ``target(arg)`` on a parked thread, or on a new one; returns the thread.
+
+        Called by a worker thread whose body returned (see `body_returned`), the job
+        is kept for that thread, which runs it as soon as its report is done.
+        """
+        current: _Worker | None = getattr(_local, "worker", None)
+        if current is not None and current.finishing and current.next_job is None:
+            current.next_job = ((target, arg), name)
+            return current.thread
         with self._lock:
             if self._idle:
                 worker = self._idle.pop()
@@ -130,6 +165,15 @@ class _ThreadCache:
 _CACHE = _ThreadCache()
 
 
+def _run_attempt(attempt: Attempt) -> None:
+    """Run `attempt` on this worker thread: begin, call the body, report the result."""
+    if not attempt.begin(os.getpid(), in_process=True):
+        return
+    result = call_body(attempt.fn, attempt.context, attempt.args, attempt.kwargs)
+    body_returned()
+    attempt.finish(result)
+
+
 class _ThreadHandle:
     __slots__ = ("thread",)
 
@@ -169,7 +213,7 @@ class ThreadExecutor:
         handle = _ThreadHandle()
         attempt.handle = handle
         handle.thread = _CACHE.launch(
-            run_in_current_thread, attempt, f"{self._prefix}-{attempt.task_id}-{attempt.number}"
+            _run_attempt, attempt, f"{self._prefix}-{attempt.task_id}-{attempt.number}"
         )
         return handle
 
