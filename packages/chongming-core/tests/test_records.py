@@ -120,6 +120,23 @@ def test_snapshot_is_immutable() -> None:
     assert (snap.status, snap.pid) == (TaskStatus.RETRY_WAIT, 4242)
 
 
+def test_evolve_is_dataclasses_replace() -> None:
+    snap = _full_snapshot()
+    every_field = {f.name: getattr(snap, f.name) for f in dataclasses.fields(TaskSnapshot)}
+    assert snap.evolve() == snap
+    assert snap.evolve() is not snap
+    assert snap.evolve(**every_field) == dataclasses.replace(snap, **every_field)
+    for name in every_field:  # each field alone, set to a value no other field holds
+        marker = object()
+        changed = snap.evolve(**{name: marker})
+        assert getattr(changed, name) is marker
+        for other in every_field:
+            if other != name:
+                assert getattr(changed, other) is getattr(snap, other)
+    with pytest.raises(TypeError, match="no_such_field"):
+        snap.evolve(no_such_field=1)
+
+
 def test_elapsed() -> None:
     never = TaskSnapshot(task_id="t1", name="n", created_at=T0)
     assert never.elapsed(T0 + timedelta(hours=1)) is None

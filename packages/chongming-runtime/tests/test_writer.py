@@ -17,7 +17,7 @@ from chongming_core import (
     TaskStatus,
     TouchUpdate,
 )
-from chongming_runtime._writer import MAX_FAILURES, StoreWriter
+from chongming_runtime._writer import MAX_BATCH, MAX_FAILURES, StoreWriter
 
 
 class FlakyStore(InMemoryTaskStore):
@@ -322,4 +322,50 @@ def test_an_outage_is_not_hammered_one_write_at_a_time() -> None:
     store.down = False
     assert writer.flush() is True
     assert len(store.query()) == 50
+    writer.close()
+
+
+def test_a_large_flush_is_split_into_bounded_transactions() -> None:
+    store = PickyStore(set())
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
+    clock = FakeClock()
+    sizes: list[int] = []
+    original = store.save_many
+
+    def sized(writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+        sizes.append(len(writes))
+        return original(writes)
+
+    store.save_many = sized  # type: ignore[method-assign]
+    count = MAX_BATCH * 2 + 7
+    machines = [StateMachine.create(f"t{i}", "x", clock=clock) for i in range(count)]
+    for machine in machines:
+        machine.mark_queued()
+        writer.record(machine.snapshot, machine.transitions)
+    assert writer.flush() is True
+    assert sizes == [MAX_BATCH, MAX_BATCH, 7]
+    assert store.status_counts() == {TaskStatus.QUEUED: count}
+    for machine in (machines[0], machines[MAX_BATCH], machines[-1]):
+        assert store.history(machine.task_id) == list(machine.transitions)
+    writer.close()
+
+
+def test_an_outage_in_the_first_transaction_keeps_the_rest_for_later() -> None:
+    store = PickyStore(set())
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
+    clock = FakeClock()
+    count = MAX_BATCH * 3
+    for i in range(count):
+        writer.record(StateMachine.create(f"t{i}", "x", clock=clock).snapshot)
+    store.down = True
+    assert writer.flush() is False
+    assert store.calls <= 4  # the first transaction, three single writes, then it gives up
+    assert writer.pending_count == count  # nothing lost: every write is still pending
+    assert "connection refused" in writer.failures[-1].error
+    store.down = False
+    store.calls = 0
+    assert writer.flush() is True
+    assert store.calls == 3
+    assert len(store.query()) == count
+    assert writer.pending_count == 0
     writer.close()

@@ -8,8 +8,7 @@ stores serialise the same way.
 from __future__ import annotations
 
 import dataclasses
-import operator
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -242,12 +241,9 @@ class TaskSnapshot:
         every transition and every composed snapshot goes through here)."""
         if type(self) is not TaskSnapshot or not changes.keys() <= _SNAPSHOT_INDEX.keys():
             return dataclasses.replace(self, **changes)  # subclasses; unknown names raise
-        values = list(_snapshot_values(self))
+        new = _copy_snapshot(self)
         for name, value in changes.items():
-            values[_SNAPSHOT_INDEX[name]] = value
-        new = _new_object(TaskSnapshot)
-        for set_value, value in zip(_SNAPSHOT_SETTERS, values, strict=True):
-            set_value(new, value)
+            _SNAPSHOT_SETTERS[name](new, value)
         return new
 
     def to_dict(self) -> dict[str, Any]:
@@ -322,14 +318,29 @@ class TaskSnapshot:
         )
 
 
-# `TaskSnapshot.evolve` without the per-call introspection of `dataclasses.replace`: read
-# every field at once, then write each through its slot descriptor (a frozen dataclass
-# refuses ``setattr``, and its own ``__init__`` writes the same way).
-_new_object = object.__new__
+# `TaskSnapshot.evolve` without the per-call introspection of `dataclasses.replace`: copy
+# every field through its slot descriptor (a frozen dataclass refuses ``setattr``, and its
+# own ``__init__`` writes the same way), then write the changed ones. The copy is one
+# straight-line function generated from the field list, as `dataclasses` generates
+# ``__init__`` (the source is built here from field names only, never from input).
 _SNAPSHOT_NAMES = tuple(f.name for f in dataclasses.fields(TaskSnapshot))
 _SNAPSHOT_INDEX = {name: index for index, name in enumerate(_SNAPSHOT_NAMES)}
-_SNAPSHOT_SETTERS = tuple(TaskSnapshot.__dict__[name].__set__ for name in _SNAPSHOT_NAMES)
-_snapshot_values = operator.attrgetter(*_SNAPSHOT_NAMES)
+_SNAPSHOT_SETTERS = {name: TaskSnapshot.__dict__[name].__set__ for name in _SNAPSHOT_NAMES}
+
+
+def _snapshot_copier() -> Callable[[TaskSnapshot], TaskSnapshot]:
+    scope: dict[str, Any] = {"_new": object.__new__, "_cls": TaskSnapshot}
+    lines = ["def copy_snapshot(self):", "    new = _new(_cls)"]
+    for index, name in enumerate(_SNAPSHOT_NAMES):
+        scope[f"_set{index}"] = _SNAPSHOT_SETTERS[name]
+        lines.append(f"    _set{index}(new, self.{name})")
+    lines.append("    return new")
+    exec("\n".join(lines), scope)  # fixed source over the dataclass's own fields
+    copier: Callable[[TaskSnapshot], TaskSnapshot] = scope["copy_snapshot"]
+    return copier
+
+
+_copy_snapshot = _snapshot_copier()
 
 
 def snapshots_by_id(snapshots: Iterable[TaskSnapshot]) -> dict[str, TaskSnapshot]:

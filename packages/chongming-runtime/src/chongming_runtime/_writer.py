@@ -52,6 +52,9 @@ _log = logging.getLogger("chongming_task.store_writer")
 
 MAX_FAILURES = 20
 
+#: Most task writes in one store transaction (a flush of more is split).
+MAX_BATCH = 500
+
 #: Single writes that must fail in a row, with none succeeding, to call it an outage.
 _OUTAGE_AFTER = 3
 
@@ -253,30 +256,43 @@ class StoreWriter:
         expected: dict[str, int | None],
     ) -> bool:
         decorate = self._decorate
-        writes = {
-            t: SnapshotWrite(
-                decorate(p.snapshot) if decorate is not None else p.snapshot,
-                expected[t],
-                tuple(p.transitions),
-            )
-            for t, p in batch.items()
-        }
-        conflicts, failed = self._save(writes)
-        written = [t for t in batch if t not in failed]
-        conflicted = {c.task_id for c in conflicts}
-        with self._lock:
-            for task_id in written:
-                if task_id not in conflicted:
-                    self._stored_version[task_id] = batch[task_id].snapshot.status_version
-        for conflict in conflicts:
-            self._on_conflict(conflict)
+        task_ids = list(batch)
+        failed: dict[str, StoreError] = {}
+        # bounded transactions: a burst of thousands of tasks never holds the store's write
+        # lock for long (other processes poll commands on it), and the rows being encoded
+        # at any moment stay few
+        for start in range(0, len(task_ids), MAX_BATCH):
+            chunk = task_ids[start : start + MAX_BATCH]
+            writes = {
+                t: SnapshotWrite(
+                    decorate(batch[t].snapshot) if decorate is not None else batch[t].snapshot,
+                    expected[t],
+                    tuple(batch[t].transitions),
+                )
+                for t in chunk
+            }
+            conflicts, chunk_failed = self._save(writes)
+            del writes
+            conflicted = {c.task_id for c in conflicts}
+            with self._lock:
+                for task_id in chunk:
+                    if task_id not in chunk_failed and task_id not in conflicted:
+                        self._stored_version[task_id] = batch[task_id].snapshot.status_version
+            for conflict in conflicts:
+                self._on_conflict(conflict)
+            failed.update(chunk_failed)
+            if len(chunk_failed) == len(chunk):  # nothing went in: the store is down
+                cause = next(iter(chunk_failed.values()))
+                for task_id in task_ids[start + MAX_BATCH :]:  # kept for the next flush
+                    failed[task_id] = cause
+                break
         if failed:
             self._requeue({t: batch[t] for t in failed}, {})
             by_error: dict[str, list[str]] = {}
             for task_id, exc in failed.items():
                 by_error.setdefault(f"{type(exc).__name__}: {exc}", []).append(task_id)
-            for error, task_ids in by_error.items():
-                self._fail_text("save_many", tuple(task_ids), error)
+            for error, task_ids_failed in by_error.items():
+                self._fail_text("save_many", tuple(task_ids_failed), error)
         if touches:
             try:
                 # touches after snapshots: a terminal save must not be overwritten by older
