@@ -175,6 +175,33 @@ def test_max_parallel_queues_the_rest_and_the_table_shows_it(
     assert controller.active_count == 0
 
 
+def test_wait_all_lists_outcomes_in_submission_order_whatever_order_they_finish(
+    make_controller: Callable[..., Controller],
+) -> None:
+    controller = make_controller(max_parallel=3)
+    gates = {name: threading.Event() for name in ("a", "b", "c")}
+    finished: list[str] = []
+
+    def body(ctx: Any, name: str) -> str:
+        assert gates[name].wait(WAIT)
+        finished.append(name)
+        return name
+
+    controller.register("body", body)
+    runs = [controller.submit("body", name, task_id=name) for name in ("a", "b", "c")]
+    gates["c"].set()  # the last one finishes first, the first one last
+    assert runs[2].wait(WAIT).value == "c"
+    gates["b"].set()
+    assert runs[1].wait(WAIT).value == "b"
+    with pytest.raises(TimeoutError, match="'a' is still running"):
+        controller.wait_all(timeout=0.05)  # one is unfinished: a timeout, nothing changed
+    assert runs[0].status is S.RUNNING
+    gates["a"].set()
+    outcomes = controller.wait_all(timeout=WAIT)
+    assert finished == ["c", "b", "a"]
+    assert [(o.task_id, o.value) for o in outcomes] == [("a", "a"), ("b", "b"), ("c", "c")]
+
+
 def test_results_are_durable_in_the_store_before_wait_returns(
     make_controller: Callable[..., Controller],
 ) -> None:

@@ -22,7 +22,6 @@ import os
 import socket
 import threading
 import time
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from pathlib import Path
@@ -380,7 +379,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
 
     def _new_task_id(self, name: str, task_id: str | None) -> str:
         if task_id is None:
-            return f"{name}-{uuid.uuid4().hex[:12]}"
+            return f"{name}-{os.urandom(6).hex()}"  # 48 random bits
         if not isinstance(task_id, str) or not task_id.strip():
             raise ConfigurationError(f"task_id must be a non-empty string, got {task_id!r}")
         refuse_nul("task_id", task_id)

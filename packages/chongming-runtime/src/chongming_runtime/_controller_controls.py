@@ -149,11 +149,13 @@ class ControllerControls(ControllerBase):
         """Wait for every task held here; raises `TimeoutError` when some are still unfinished."""
         deadline = None if timeout is None else time.monotonic() + timeout
         self._pipelines.wait_all(deadline)
-        outcomes = []
-        for run in self.runs():
+        runs = self.runs()
+        # the latest submitted usually finishes last: waiting for it first means one
+        # wake-up for a whole batch instead of one per task
+        for run in reversed(runs):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            outcomes.append(run.wait(left))
-        return outcomes
+            run.wait(left)
+        return [run.outcome() for run in runs]
 
     # ================================================================ commands
     def _handle_command(self, command: Command) -> str | None:

@@ -19,9 +19,9 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import threading
 import time
-import uuid
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
@@ -211,7 +211,7 @@ class TaskRun(Supervision):
             if tag_set is None:
                 tag_set = spec.tags if spec is not None else frozenset()
             machine = StateMachine.create(
-                task_id if task_id is not None else f"task-{uuid.uuid4().hex[:12]}",
+                task_id if task_id is not None else f"task-{os.urandom(6).hex()}",
                 name or (spec.name if spec is not None else _callable_name(fn)),
                 max_attempts=self._policy.max_attempts,
                 label=label,
