@@ -244,3 +244,26 @@ def test_queued_tasks_follow_each_other_on_the_thread_that_freed_the_slot() -> N
             S.SUCCEEDED,
         ]
     controller.close()
+
+
+def test_a_finished_run_keeps_its_trajectory_but_not_its_attempt_machinery() -> None:
+    import gc
+
+    from chongming_runtime._attempt import Attempt
+    from chongming_runtime._context import RuntimeContext
+
+    def alive() -> int:
+        gc.collect()
+        return sum(1 for o in gc.get_objects() if isinstance(o, Attempt | RuntimeContext))
+
+    controller = Controller(max_parallel=2)
+    controller.register("chatty", lambda ctx: ctx.log("done") or 7)
+    before = alive()
+    runs = [controller.submit("chatty") for _ in range(50)]
+    assert [o.value for o in controller.wait_all(timeout=10)] == [7] * 50
+    assert alive() == before  # no attempt, context, control or closure stays behind
+    for run in runs:
+        assert run.logs == ("INFO done",)
+        assert run.snapshot.last_heartbeat_at is not None
+        assert [t.to_status for t in run.transitions][-1] is S.SUCCEEDED
+    controller.close()

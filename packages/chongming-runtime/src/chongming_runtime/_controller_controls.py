@@ -149,13 +149,14 @@ class ControllerControls(ControllerBase):
         """Wait for every task held here; raises `TimeoutError` when some are still unfinished."""
         deadline = None if timeout is None else time.monotonic() + timeout
         self._pipelines.wait_all(deadline)
-        runs = self.runs()
         # the latest submitted usually finishes last: waiting for it first means one
         # wake-up for a whole batch instead of one per task
-        for run in reversed(runs):
+        outcomes = []
+        for run in reversed(self.runs()):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            run.wait(left)
-        return [run.outcome() for run in runs]
+            outcomes.append(run.wait(left))
+        outcomes.reverse()  # in submission order
+        return outcomes
 
     # ================================================================ commands
     def _handle_command(self, command: Command) -> str | None:

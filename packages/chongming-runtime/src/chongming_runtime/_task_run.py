@@ -413,6 +413,9 @@ class TaskRun(Supervision):
                 return
             self._final = snapshot
             self._done = True
+            # a finished run keeps its trajectory, not the machinery of its last attempt
+            # (context, control, closures): fewer live objects for the garbage collector
+            self._attempt = None
             finished = self._finished
         if finished is not None:
             finished.set()
