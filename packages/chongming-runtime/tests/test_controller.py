@@ -251,6 +251,37 @@ def test_named_resources_limit_across_tags(
     assert b.snapshot.status is S.SUCCEEDED
 
 
+def test_one_finish_that_frees_two_resources_starts_both_waiting_tasks(
+    make_controller: Callable[..., Controller],
+) -> None:
+    controller = make_controller(
+        concurrency=ConcurrencyPolicy(max_parallel=20, limits={"db": 1, "gpu": 1})
+    )
+    release = {name: threading.Event() for name in ("both", "db", "gpu")}
+    started: list[str] = []
+
+    def body(ctx: Any, name: str) -> None:
+        started.append(name)
+        assert release[name].wait(WAIT)
+
+    controller.register("body", body)
+    both = controller.submit("body", "both", tags=["db", "gpu"])
+    db = controller.submit("body", "db", tags=["db"])
+    gpu = controller.submit("body", "gpu", tags=["gpu"])
+    assert both.status in {S.STARTING, S.RUNNING}  # holds one unit of each resource
+    assert [db.status, gpu.status] == [S.QUEUED, S.QUEUED]  # each waits for one resource
+    release["db"].set()
+    release["gpu"].set()
+    release["both"].set()  # its finish gives back both units: both waiting tasks start
+    outcomes = controller.wait_all(timeout=WAIT)
+    assert [o.status for o in outcomes] == [S.SUCCEEDED] * 3
+    assert started[0] == "both"
+    assert sorted(started[1:]) == ["db", "gpu"]
+    for run in (db, gpu):
+        assert _statuses(run) == [S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
+    assert controller.active_count == 0
+
+
 def test_bucket_limit_scans_past_a_blocked_head(
     make_controller: Callable[..., Controller], gate: Gate
 ) -> None:

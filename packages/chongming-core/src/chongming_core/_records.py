@@ -8,9 +8,12 @@ stores serialise the same way.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable, Mapping
+import operator
+from collections import deque
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import repeat
 from typing import Any
 
 from chongming_core._failure import Failure
@@ -241,9 +244,11 @@ class TaskSnapshot:
         every transition and every composed snapshot goes through here)."""
         if type(self) is not TaskSnapshot or not changes.keys() <= _SNAPSHOT_INDEX.keys():
             return dataclasses.replace(self, **changes)  # subclasses; unknown names raise
-        new = _copy_snapshot(self)
+        values = list(_snapshot_values(self))
         for name, value in changes.items():
-            _SNAPSHOT_SETTERS[name](new, value)
+            values[_SNAPSHOT_INDEX[name]] = value
+        new = _new_object(TaskSnapshot)
+        _consume(map(operator.call, _SNAPSHOT_SETTERS, repeat(new), values), maxlen=0)
         return new
 
     def to_dict(self) -> dict[str, Any]:
@@ -318,29 +323,16 @@ class TaskSnapshot:
         )
 
 
-# `TaskSnapshot.evolve` without the per-call introspection of `dataclasses.replace`: copy
-# every field through its slot descriptor (a frozen dataclass refuses ``setattr``, and its
-# own ``__init__`` writes the same way), then write the changed ones. The copy is one
-# straight-line function generated from the field list, as `dataclasses` generates
-# ``__init__`` (the source is built here from field names only, never from input).
+# `TaskSnapshot.evolve` without the per-call introspection of `dataclasses.replace`: read
+# every field at once, then write each through its slot descriptor (a frozen dataclass
+# refuses ``setattr``, and its own ``__init__`` writes the same way); `map` over the
+# setters, drained by a zero-length deque, makes those 29 calls without a Python loop.
+_new_object = object.__new__
+_consume = deque
 _SNAPSHOT_NAMES = tuple(f.name for f in dataclasses.fields(TaskSnapshot))
 _SNAPSHOT_INDEX = {name: index for index, name in enumerate(_SNAPSHOT_NAMES)}
-_SNAPSHOT_SETTERS = {name: TaskSnapshot.__dict__[name].__set__ for name in _SNAPSHOT_NAMES}
-
-
-def _snapshot_copier() -> Callable[[TaskSnapshot], TaskSnapshot]:
-    scope: dict[str, Any] = {"_new": object.__new__, "_cls": TaskSnapshot}
-    lines = ["def copy_snapshot(self):", "    new = _new(_cls)"]
-    for index, name in enumerate(_SNAPSHOT_NAMES):
-        scope[f"_set{index}"] = _SNAPSHOT_SETTERS[name]
-        lines.append(f"    _set{index}(new, self.{name})")
-    lines.append("    return new")
-    exec("\n".join(lines), scope)  # fixed source over the dataclass's own fields
-    copier: Callable[[TaskSnapshot], TaskSnapshot] = scope["copy_snapshot"]
-    return copier
-
-
-_copy_snapshot = _snapshot_copier()
+_SNAPSHOT_SETTERS = tuple(TaskSnapshot.__dict__[name].__set__ for name in _SNAPSHOT_NAMES)
+_snapshot_values = operator.attrgetter(*_SNAPSHOT_NAMES)
 
 
 def snapshots_by_id(snapshots: Iterable[TaskSnapshot]) -> dict[str, TaskSnapshot]:

@@ -32,22 +32,36 @@ class ControllerFlow(ControllerBase):
             self._ready.push(
                 snap.task_id, priority=snap.priority, tags=snap.tags, bucket=snap.bucket
             )
-        self._schedule()
+            startable = self._take_startable()
+        for ready in startable:
+            ready.dispatch()
 
     def _schedule(self) -> None:
         """Dispatch queued runs while capacity allows (scanning past blocked heads)."""
+        with self._lock:
+            startable = self._take_startable()
+        for ready in startable:
+            ready.dispatch()
+
+    def _take_startable(self) -> list[TaskRun]:
+        """Pop every queued run that fits now and take its capacity. Call under the lock.
+
+        The runs are dispatched after the lock is released; one critical section takes
+        them all, so threads finishing tasks at the same moment do not queue on the lock
+        once per task they start.
+        """
+        startable: list[TaskRun] = []
+        if self._closing:
+            return startable
         while True:
-            with self._lock:
-                if self._closing:
-                    return
-                item = self._ready.pop_fitting(self._capacity)
-                if item is None:
-                    return
-                run = self._runs.get(item.task_id)
-                if run is None or run.status is not _S.QUEUED:
-                    continue
-                self._capacity.acquire(item.task_id, item.tags, item.bucket)
-            run.dispatch()
+            item = self._ready.pop_fitting(self._capacity)
+            if item is None:
+                return startable
+            run = self._runs.get(item.task_id)
+            if run is None or run.status is not _S.QUEUED:
+                continue
+            self._capacity.acquire(item.task_id, item.tags, item.bucket)
+            startable.append(run)
 
     # ================================================================ run listener
     def on_transition(self, run: TaskRun, transition: Transition, snapshot: TaskSnapshot) -> None:
@@ -64,14 +78,16 @@ class ControllerFlow(ControllerBase):
         terminal = status.is_terminal
         if not terminal:
             self._writer.record(snapshot, (transition,))
-        released = False
+        if status is _S.STARTING or status is _S.RUNNING:
+            return  # dispatched by _take_startable: out of the ready queue, holding its slot
+        startable: list[TaskRun] = []
         with self._lock:
             if status is not _S.QUEUED:
                 self._ready.remove(snapshot.task_id)
-            if not holds_slot(snapshot):
-                released = self._capacity.release(snapshot.task_id)
-        if released:
-            self._schedule()
+            if not holds_slot(snapshot) and self._capacity.release(snapshot.task_id):
+                startable = self._take_startable()
+        for ready in startable:
+            ready.dispatch()
         if not terminal:
             return
         if snapshot.pipeline_id is not None:
