@@ -267,3 +267,29 @@ def test_a_finished_run_keeps_its_trajectory_but_not_its_attempt_machinery() -> 
         assert run.snapshot.last_heartbeat_at is not None
         assert [t.to_status for t in run.transitions][-1] is S.SUCCEEDED
     controller.close()
+
+
+def test_the_log_buffer_is_made_by_the_first_line_and_shared_by_all_attempts() -> None:
+    from chongming_core import FixedBackoff, RetryPolicy
+
+    controller = Controller(max_parallel=2)
+    controller.register("quiet", lambda ctx: None)
+    seen: list[tuple[str, ...]] = []
+
+    def flaky(ctx: TaskContext) -> str:
+        if ctx.attempt == 1:
+            ctx.log("first try")
+            raise ValueError("transient")
+        seen.append(ctx.logs)  # this attempt sees the lines of the earlier one
+        ctx.warning("second try")
+        return "ok"
+
+    controller.register("flaky", flaky)
+    quiet = controller.submit("quiet")
+    retried = controller.submit("flaky", retry=RetryPolicy(max_attempts=2, backoff=FixedBackoff(0)))
+    assert [o.status for o in controller.wait_all(timeout=10)] == [S.SUCCEEDED] * 2
+    assert quiet._logs is None  # it never logged: no buffer was made
+    assert quiet.logs == ()
+    assert seen == [("INFO first try",)]
+    assert retried.logs == ("INFO first try", "WARNING second try")
+    controller.close()

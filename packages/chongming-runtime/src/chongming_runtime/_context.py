@@ -90,6 +90,7 @@ class RuntimeContext:
         "_artifact_root",
         "_control",
         "_heartbeat",
+        "_log_buffer",
         "_log_sink",
         "_logger",
         "_logs",
@@ -113,6 +114,7 @@ class RuntimeContext:
         progress_sink: Callable[[Progress], None] | None = None,
         log_sink: Callable[[int, str], None] | None = None,
         logs: deque[str] | None = None,
+        log_buffer: Callable[[], deque[str]] | None = None,
         artifact_root: Path | None = None,
         upstream: Mapping[str, Any] | None = None,
     ) -> None:
@@ -125,7 +127,10 @@ class RuntimeContext:
         self.last_beat = monotonic()
         self._progress_sink = progress_sink
         self._log_sink = log_sink
-        self._logs: deque[str] = logs if logs is not None else deque(maxlen=LOG_LINES_KEPT)
+        # the line buffer is made on the first line (most tasks never log): `log_buffer`
+        # hands over the run's buffer, shared by all its attempts
+        self._logs: deque[str] | None = logs
+        self._log_buffer = log_buffer
         self._logger: logging.Logger | None = None
         self._artifact_root = artifact_root
         self._artifact_dir: Path | None = None
@@ -204,14 +209,14 @@ class RuntimeContext:
         as ``extra``; the line is also kept in ``ctx.logs``."""
         text = str(message)
         if self._log_sink is not None:  # a child process forwards the line to its parent
-            self._logs.append(f"{logging.getLevelName(level)} {text}")
+            self._lines().append(f"{logging.getLevelName(level)} {text}")
             self._log_sink(level, text)
             return
         self.emit_log(level, text)
 
     def emit_log(self, level: int, text: str) -> None:
         """Write one line to the task's logger and to ``logs`` (used for forwarded lines too)."""
-        self._logs.append(f"{logging.getLevelName(level)} {text}")
+        self._lines().append(f"{logging.getLevelName(level)} {text}")
         if self._logger is None:
             self._logger = task_logger(self.task_id)
         self._logger.log(
@@ -231,7 +236,14 @@ class RuntimeContext:
     @property
     def logs(self) -> tuple[str, ...]:
         """The latest log lines of this task (at most 200, in memory only)."""
-        return tuple(self._logs)
+        return tuple(self._lines())
+
+    def _lines(self) -> deque[str]:
+        logs = self._logs
+        if logs is None:
+            buffer = self._log_buffer
+            logs = self._logs = deque(maxlen=LOG_LINES_KEPT) if buffer is None else buffer()
+        return logs
 
     # ---------------------------------------------------------------- data
     @property

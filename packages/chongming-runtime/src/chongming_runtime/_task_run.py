@@ -452,8 +452,6 @@ class TaskRun(Supervision):
     def _new_attempt(self) -> Attempt:
         """Build the next attempt (fresh control token and context). Call under the lock."""
         number = self._machine.snapshot.attempt
-        if self._logs is None:
-            self._logs = deque(maxlen=LOG_LINES_KEPT)
         control = AttemptControl()
         context = RuntimeContext(
             task_id=self._task_id,
@@ -463,6 +461,7 @@ class TaskRun(Supervision):
             monotonic=self._monotonic,
             progress_sink=lambda progress: self._on_progress(number, progress),
             logs=self._logs,
+            log_buffer=self._log_buffer,
             artifact_root=self._artifact_root,
             upstream=self._upstream,
         )
@@ -477,6 +476,14 @@ class TaskRun(Supervision):
         )
         control.bind(hold=lambda: self._hold_at_checkpoint(attempt))
         return attempt
+
+    def _log_buffer(self) -> deque[str]:
+        """The run's log lines, made on the first line of any attempt."""
+        with self._lock:
+            logs = self._logs
+            if logs is None:
+                logs = self._logs = deque(maxlen=LOG_LINES_KEPT)
+            return logs
 
     def _on_progress(self, number: int, progress: Progress) -> None:
         with self._lock:
