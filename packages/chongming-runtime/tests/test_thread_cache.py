@@ -293,3 +293,60 @@ def test_the_log_buffer_is_made_by_the_first_line_and_shared_by_all_attempts() -
     assert seen == [("INFO first try",)]
     assert retried.logs == ("INFO first try", "WARNING second try")
     controller.close()
+
+
+def test_a_report_about_to_block_passes_its_kept_attempt_on() -> None:
+    cache = _ThreadCache(idle_seconds=30)
+    unblock = threading.Event()
+    ran: list[threading.Thread] = []
+    follower_ran = threading.Event()
+
+    def follower(tag: str) -> None:
+        ran.append(threading.current_thread())
+        follower_ran.set()
+
+    def leader(tag: str) -> None:
+        thread_executor.body_returned()
+        cache.launch(follower, "next", "chongming-task-next-1")  # kept for this thread ...
+        thread_executor.hand_over()  # ... until the report is about to block
+        assert unblock.wait(10)
+
+    first = cache.launch(leader, "lead", "chongming-task-lead-1")
+    assert follower_ran.wait(10)  # it ran while the leader was still blocked
+    assert ran[0] is not first
+    unblock.set()
+    cache.clear()
+
+
+def test_a_durable_write_in_a_report_does_not_hold_back_the_kept_attempt() -> None:
+    from collections.abc import Sequence
+
+    from chongming_core import ConcurrencyConflict, InMemoryTaskStore, SnapshotWrite, StateMachine
+    from chongming_runtime._writer import StoreWriter
+
+    cache = _ThreadCache(idle_seconds=30)
+    follower_ran = threading.Event()
+
+    class SlowStore(InMemoryTaskStore):
+        def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+            assert follower_ran.wait(5)  # the write completes only once the follower ran
+            return super().save_many(writes)
+
+    store = SlowStore()
+    writer = StoreWriter(store, flush_interval=60)  # explicit and durable flushes only
+    reported = threading.Event()
+
+    def follower(tag: str) -> None:
+        follower_ran.set()
+
+    def leader(tag: str) -> None:
+        thread_executor.body_returned()
+        cache.launch(follower, "next", "chongming-task-next-1")
+        writer.record(StateMachine.create("leader", "x").snapshot, durable=True)
+        reported.set()
+
+    cache.launch(leader, "lead", "chongming-task-lead-1")
+    assert reported.wait(10)
+    assert store.get("leader") is not None
+    writer.close()
+    cache.clear()

@@ -45,6 +45,7 @@ from chongming_core import (
     Transition,
 )
 from chongming_core._clock import SYSTEM_CLOCK, Clock
+from chongming_runtime.executors.thread import hand_over
 
 __all__ = ["PersistFailure", "StoreWriter"]
 
@@ -224,6 +225,7 @@ class StoreWriter:
 
     def _flush(self, sequence: int | None) -> bool:
         """Flush; with a `sequence`, return at once when an earlier flush already took it."""
+        hand_over()  # a finishing task's thread must not hold the next attempt while it writes
         with self._flush_lock:
             with self._lock:
                 if sequence is not None and self._taken >= sequence:

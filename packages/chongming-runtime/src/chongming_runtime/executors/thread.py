@@ -26,7 +26,8 @@ for this same thread, which runs it right after the report instead of waking
 another thread: with many short tasks queued, a busy thread goes from one
 attempt to the next without a thread switch. Only a thread whose body returned
 takes such a hand-off, one attempt at most; every other launch goes to a parked
-or a new thread.
+or a new thread. A report that is about to block (a durable store write) first
+passes the kept attempt on to another thread (`hand_over`).
 
 ``async def`` bodies run to completion on a private event loop inside the
 attempt's thread, and ``await ctx.acheckpoint()`` responds to stop and pause.
@@ -97,6 +98,19 @@ def body_returned() -> None:
     worker: _Worker | None = getattr(_local, "worker", None)
     if worker is not None:
         worker.finishing = True
+
+
+def hand_over() -> None:
+    """The calling thread is about to block (a durable store write, say): an attempt it
+    kept for itself starts on another thread now instead of waiting for the block."""
+    worker: _Worker | None = getattr(_local, "worker", None)
+    if worker is None or not worker.finishing:
+        return
+    worker.finishing = False  # it takes no more hand-offs in this report
+    kept, worker.next_job = worker.next_job, None
+    if kept is not None:
+        (target, arg), name = kept
+        worker.cache.launch(target, arg, name)
 
 
 class _ThreadCache:
@@ -175,10 +189,7 @@ def _run_attempt(attempt: Attempt) -> None:
 
 
 class _ThreadHandle:
-    __slots__ = ("thread",)
-
-    def __init__(self, thread: threading.Thread | None = None) -> None:
-        self.thread = thread
+    __slots__ = ()
 
     def force_stop(self, clock: Clock) -> bool:
         return False  # Python cannot end a thread safely: the supervisor abandons it
@@ -212,9 +223,7 @@ class ThreadExecutor:
         """Hand the attempt to a thread and return at once."""
         handle = _ThreadHandle()
         attempt.handle = handle
-        handle.thread = _CACHE.launch(
-            _run_attempt, attempt, f"{self._prefix}-{attempt.task_id}-{attempt.number}"
-        )
+        _CACHE.launch(_run_attempt, attempt, f"{self._prefix}-{attempt.task_id}-{attempt.number}")
         return handle
 
     def __repr__(self) -> str:
