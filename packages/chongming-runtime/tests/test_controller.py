@@ -282,6 +282,57 @@ def test_one_finish_that_frees_two_resources_starts_both_waiting_tasks(
     assert controller.active_count == 0
 
 
+def test_a_pause_between_admission_and_start_gives_the_slot_and_the_admission_back(
+    make_controller: Callable[..., Controller], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    controller = make_controller(max_parallel=1)
+    gates = {name: threading.Event() for name in "ABC"}
+    running: set[str] = set()
+    peak = [0]
+    guard = threading.Lock()
+
+    def body(ctx: Any, name: str) -> None:
+        with guard:
+            running.add(name)
+            peak[0] = max(peak[0], len(running))
+        assert gates[name].wait(WAIT)
+        with guard:
+            running.discard(name)
+
+    controller.register("t", body)
+    original = TaskRun._kick
+    paused_in_window: list[bool] = []
+
+    def kick(run: TaskRun) -> None:
+        if run.task_id == "B" and not paused_in_window:  # B was admitted and given the slot
+            paused_in_window.append(controller.pause("B"))
+        original(run)
+
+    monkeypatch.setattr(TaskRun, "_kick", kick)
+    runs = {name: controller.submit("t", name, task_id=name) for name in "ABC"}
+    gates["A"].set()  # A's finish admits B; B is paused before it starts; C gets the slot
+    _until(lambda: runs["C"].status is S.RUNNING, "C running")
+    assert paused_in_window == [True]
+    assert runs["B"].status is S.PAUSED
+    assert controller.resume("B")
+    assert (
+        _statuses(runs["B"])[-1] is S.QUEUED
+    )  # behind C: the old admission did not survive the pause
+    gates["C"].set()
+    gates["B"].set()
+    outcomes = controller.wait_all(timeout=WAIT)
+    assert [o.status for o in outcomes] == [S.SUCCEEDED] * 3
+    assert peak[0] == 1  # never two bodies at once under max_parallel=1
+    assert _statuses(runs["B"]) == [
+        S.QUEUED,
+        S.PAUSED,
+        S.QUEUED,
+        S.STARTING,
+        S.RUNNING,
+        S.SUCCEEDED,
+    ]
+
+
 def test_bucket_limit_scans_past_a_blocked_head(
     make_controller: Callable[..., Controller], gate: Gate
 ) -> None:

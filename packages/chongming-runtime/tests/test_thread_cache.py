@@ -13,6 +13,8 @@ import threading
 import time
 from collections.abc import Callable
 
+import pytest
+
 from chongming_core import FakeClock, TaskStatus, Timeout
 from chongming_runtime import Controller, TaskContext, TaskRun
 from chongming_runtime.executors import thread as thread_executor
@@ -175,7 +177,9 @@ def test_a_finishing_thread_keeps_the_one_job_it_released_for_itself() -> None:
         current = threading.current_thread()
         ran.append((tag, current, current.name))
         thread_executor.body_returned()  # the body is over: only the report is left
-        handed.append(cache.launch(follower, "next", "chongming-task-next-1"))
+        thread_executor.keeping_launch(
+            lambda: handed.append(cache.launch(follower, "next", "chongming-task-next-1"))
+        )
         handed.append(cache.launch(follower, "other", "chongming-task-other-1"))
         ran.append(("report done", current, current.name))
         done.release()
@@ -189,7 +193,7 @@ def test_a_finishing_thread_keeps_the_one_job_it_released_for_itself() -> None:
     assert handed[0] is first
     assert by_tag["next"] == (first, "chongming-task-next-1")
     assert [tag for tag, thread, _ in ran if thread is first] == ["lead", "report done", "next"]
-    # only one job is kept: the second went to another thread at once
+    # only the launch made through keeping_launch is kept: the other went elsewhere at once
     assert handed[1] is not first
     assert by_tag["other"][0] is handed[1]
     cache.clear()
@@ -307,7 +311,9 @@ def test_a_report_about_to_block_passes_its_kept_attempt_on() -> None:
 
     def leader(tag: str) -> None:
         thread_executor.body_returned()
-        cache.launch(follower, "next", "chongming-task-next-1")  # kept for this thread ...
+        thread_executor.keeping_launch(  # kept for this thread ...
+            lambda: cache.launch(follower, "next", "chongming-task-next-1")
+        )
         thread_executor.hand_over()  # ... until the report is about to block
         assert unblock.wait(10)
 
@@ -341,7 +347,9 @@ def test_a_durable_write_in_a_report_does_not_hold_back_the_kept_attempt() -> No
 
     def leader(tag: str) -> None:
         thread_executor.body_returned()
-        cache.launch(follower, "next", "chongming-task-next-1")
+        thread_executor.keeping_launch(
+            lambda: cache.launch(follower, "next", "chongming-task-next-1")
+        )
         writer.record(StateMachine.create("leader", "x").snapshot, durable=True)
         reported.set()
 
@@ -350,3 +358,79 @@ def test_a_durable_write_in_a_report_does_not_hold_back_the_kept_attempt() -> No
     assert store.get("leader") is not None
     writer.close()
     cache.clear()
+
+
+class _StartsAndWaits:
+    """A listener that, when its run ends, starts another run and waits for it."""
+
+    def __init__(self, start: Callable[[], TaskRun]) -> None:
+        self.start = start
+        self.outcome: object = None
+
+    def on_transition(self, run: TaskRun, transition: object, snapshot: object) -> None:
+        if run.done or not getattr(transition, "to_status", S.PENDING).is_terminal:
+            return
+        self.outcome = self.start().wait(timeout=5).status
+
+    def on_side_update(self, run: TaskRun, snapshot: object) -> None:
+        """Not needed here."""
+
+
+def test_a_listener_that_waits_for_a_run_it_started_is_not_left_waiting() -> None:
+    def follow() -> TaskRun:
+        follower = TaskRun(lambda ctx: 2, task_id="follower")
+        follower.start()
+        return follower
+
+    chain = _StartsAndWaits(follow)
+    first = TaskRun(lambda ctx: 1, task_id="first", listeners=[chain])
+    first.start()
+    assert first.wait(10).status is S.SUCCEEDED
+    assert chain.outcome is S.SUCCEEDED  # the follower ran while the listener waited
+
+
+def test_a_slow_listener_passes_the_kept_attempt_on() -> None:
+    controller = Controller(max_parallel=1)
+    gate = threading.Event()
+    controller.register("gate", lambda ctx: gate.wait(10))
+    controller.register("quick", lambda ctx: "done")
+    chain = _StartsAndWaits(lambda: controller.submit("quick", task_id="third"))
+    first = controller.submit("gate", task_id="first")
+    first.add_listener(chain)
+    second = controller.submit("quick", task_id="second")  # queued: first's finish starts it
+    wait_for(lambda: first.status is S.RUNNING)
+    gate.set()
+    # first's listener waits for "third", queued behind "second", which first's own finish
+    # released: "second" must start elsewhere while the listener waits
+    assert first.wait(10).status is S.SUCCEEDED
+    assert chain.outcome is S.SUCCEEDED
+    assert second.wait(10).status is S.SUCCEEDED
+    controller.close()
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+def test_a_report_that_raises_still_starts_the_attempt_it_kept() -> None:
+    controller = Controller(max_parallel=1)
+    gate = threading.Event()
+    controller.register("gate", lambda ctx: gate.wait(10))
+    controller.register("quick", lambda ctx: "done")
+
+    class GivesUp:
+        reports_quickly = True  # claims not to block, so nothing is passed on before it
+
+        def on_transition(self, run: TaskRun, transition: object, snapshot: object) -> None:
+            if getattr(transition, "to_status", S.PENDING).is_terminal:
+                raise SystemExit("the listener ends its thread")
+
+        def on_side_update(self, run: TaskRun, snapshot: object) -> None:
+            """Not needed here."""
+
+    first = controller.submit("gate", task_id="first")
+    first.add_listener(GivesUp())
+    second = controller.submit("quick", task_id="second")
+    wait_for(lambda: first.status is S.RUNNING)
+    gate.set()
+    assert second.wait(10).status is S.SUCCEEDED  # started on another thread
+    assert controller.active_count == 0
+    with pytest.raises(TimeoutError, match="'first'"):  # its report never finished
+        controller.close(timeout=0.5)

@@ -1,6 +1,8 @@
 """`ControllerFlow`: scheduling, the run listener, leases and touches of a `Controller`."""
 
+import logging
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from chongming_core import (
@@ -13,14 +15,21 @@ from chongming_core import (
 from chongming_runtime._controller_base import ControllerBase, holds_slot
 from chongming_runtime._task_run import TaskRun
 from chongming_runtime._writer import PersistFailure
+from chongming_runtime.executors.thread import keeping_launch
 
 __all__ = ["ControllerFlow"]
+
+_log = logging.getLogger("chongming_task.controller")
 
 _S = TaskStatus
 
 
 class ControllerFlow(ControllerBase):
     """How runs of a `Controller` are admitted, scheduled and written through (a mixin)."""
+
+    #: As a run listener it never blocks a report, except in durable store writes, which
+    #: pass a kept attempt on by themselves (see `executors.thread.hand_over`).
+    reports_quickly = True
 
     # ================================================================ scheduling
     def _admit(self, run: TaskRun) -> None:
@@ -33,22 +42,25 @@ class ControllerFlow(ControllerBase):
                 snap.task_id, priority=snap.priority, tags=snap.tags, bucket=snap.bucket
             )
             startable = self._take_startable()
-        for ready in startable:
-            ready.dispatch()
+        self._dispatch_all(startable)
 
-    def _schedule(self) -> None:
-        """Dispatch queued runs while capacity allows (scanning past blocked heads)."""
-        with self._lock:
-            startable = self._take_startable()
+    def _dispatch_all(self, startable: list[TaskRun]) -> None:
+        """Start runs taken by `_take_startable` (admitted, each holding its slot)."""
         for ready in startable:
-            ready.dispatch()
+            try:
+                ready._kick()
+            except Exception:  # one failure must not keep the others from starting
+                _log.exception("could not start task %r", ready.task_id)
 
     def _take_startable(self) -> list[TaskRun]:
-        """Pop every queued run that fits now and take its capacity. Call under the lock.
+        """Pop every queued run that fits now, admit it and take its capacity. Call under
+        the lock (the run's own lock is taken inside it, never the other way round).
 
-        The runs are dispatched after the lock is released; one critical section takes
-        them all, so threads finishing tasks at the same moment do not queue on the lock
-        once per task they start.
+        Admission and slot are given together: a run paused before it is started loses
+        its admission with its queued state, and gives the slot back when the pause is
+        told here. The runs are started after the lock is released; one critical section
+        takes them all, so threads finishing tasks at the same moment do not queue on the
+        lock once per task they start.
         """
         startable: list[TaskRun] = []
         if self._closing:
@@ -58,7 +70,7 @@ class ControllerFlow(ControllerBase):
             if item is None:
                 return startable
             run = self._runs.get(item.task_id)
-            if run is None or run.status is not _S.QUEUED:
+            if run is None or not run._admit_now():  # admitted with its slot, atomically
                 continue
             self._capacity.acquire(item.task_id, item.tags, item.bucket)
             startable.append(run)
@@ -86,8 +98,10 @@ class ControllerFlow(ControllerBase):
                 self._ready.remove(snapshot.task_id)
             if not holds_slot(snapshot) and self._capacity.release(snapshot.task_id):
                 startable = self._take_startable()
-        for ready in startable:
-            ready.dispatch()
+        if len(startable) == 1:  # the one run this finish made room for: on this thread
+            keeping_launch(partial(self._dispatch_all, startable))
+        elif startable:
+            self._dispatch_all(startable)
         if not terminal:
             return
         if snapshot.pipeline_id is not None:

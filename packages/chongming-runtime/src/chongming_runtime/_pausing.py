@@ -59,6 +59,7 @@ class Pausing(Deadlines):
             attempt = self._attempt
             if status in {_S.QUEUED, _S.RETRY_WAIT}:  # before start: at once, holds nothing
                 self._record(machine.mark_paused(actor=who))
+                self._admitted = False  # a scheduler's admission ends with the queued state
                 if self._backoff_timer is not None:
                     self._backoff_timer.cancel()
                     self._backoff_timer = None

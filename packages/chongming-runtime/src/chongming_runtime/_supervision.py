@@ -115,10 +115,21 @@ class Supervision(Pausing):
             self._dispatch()
 
     def dispatch(self) -> None:
-        """Admit the next attempt (for schedulers that passed ``admission=``)."""
+        """Admit the next attempt (for schedulers that passed ``admission=``).
+
+        Does nothing unless the run is queued: a run paused or ended since the scheduler
+        chose it is not started (its admission is void; it asks again when queued).
+        """
+        if self._admit_now():
+            self._kick()
+
+    def _admit_now(self) -> bool:
+        """Record the scheduler's admission if the run is queued; False otherwise."""
         with self._lock:
+            if self._machine.status is not _S.QUEUED:
+                return False
             self._admitted = True
-        self._kick()
+            return True
 
     def _kick(self) -> None:
         if self._executor.inline:

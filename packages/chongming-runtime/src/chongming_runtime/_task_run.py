@@ -50,7 +50,7 @@ from chongming_runtime._listeners import RunEvent, RunListener
 from chongming_runtime._outcome import TaskOutcome
 from chongming_runtime._supervision import Supervision
 from chongming_runtime.executors._base import Executor
-from chongming_runtime.executors.thread import ThreadExecutor
+from chongming_runtime.executors.thread import ThreadExecutor, hand_over
 
 __all__ = ["TaskRun"]
 
@@ -433,6 +433,8 @@ class TaskRun(Supervision):
             try:
                 for event in batch:
                     for listener in listeners:
+                        if not getattr(listener, "reports_quickly", False):
+                            hand_over()  # it may block: an attempt kept here must not wait
                         try:
                             if event.transition is None:
                                 listener.on_side_update(self, event.snapshot)

@@ -21,13 +21,15 @@ This is a cache, not a pool, and §7.3's reasons still hold:
   parked thread is renamed ``chongming-task-idle``.
 
 A thread whose body has returned and that is only reporting the result may, in
-that report, release the next attempt (its slot freed one). That attempt is kept
-for this same thread, which runs it right after the report instead of waking
-another thread: with many short tasks queued, a busy thread goes from one
-attempt to the next without a thread switch. Only a thread whose body returned
-takes such a hand-off, one attempt at most; every other launch goes to a parked
-or a new thread. A report that is about to block (a durable store write) first
-passes the kept attempt on to another thread (`hand_over`).
+that report, free a slot that releases the next queued attempt. The scheduler
+starts that one attempt through `keeping_launch`, which keeps it for this same
+thread: the thread runs it right after the report instead of waking another
+one, so with many short tasks queued a busy thread goes from one attempt to the
+next without a thread switch. Only that launch is kept (never one made by a
+listener or while the body is still on the stack, never more than one), and a
+report that is about to block — a durable store write, a listener the runtime
+does not know — first passes it on to another thread (`hand_over`); so does a
+report that raises.
 
 ``async def`` bodies run to completion on a private event loop inside the
 attempt's thread, and ``await ctx.acheckpoint()`` responds to stop and pause.
@@ -65,13 +67,14 @@ _local = threading.local()
 class _Worker:
     """One cached daemon thread: runs the job it was given, then parks."""
 
-    __slots__ = ("cache", "finishing", "job", "next_job", "parked", "thread")
+    __slots__ = ("body_done", "cache", "job", "keeping", "next_job", "parked", "thread")
 
     def __init__(self, cache: _ThreadCache, job: _Job, name: str) -> None:
         self.cache = cache
         self.job: _Job | None = job
-        self.next_job: tuple[_Job, str] | None = None  # handed to itself while finishing
-        self.finishing = False  # the body returned; only the report is left
+        self.next_job: tuple[_Job, str] | None = None  # kept for itself (see keeping_launch)
+        self.body_done = False  # the body returned; only the report is left
+        self.keeping = False  # inside keeping_launch: the next launch is kept
         self.parked = threading.Lock()  # held while idle; released to hand over a job
         self.parked.acquire()
         self.thread = threading.Thread(target=self._serve, name=name, daemon=True)
@@ -83,34 +86,61 @@ class _Worker:
             self.job = None
             target, arg = job
             del job
-            contextvars.Context().run(target, arg)  # a fresh context, as on a new thread
+            try:
+                contextvars.Context().run(target, arg)  # a fresh context, as on a new thread
+            except BaseException:
+                self.pass_on()  # this thread ends here: the kept attempt must not
+                raise
+            finally:
+                self.body_done = self.keeping = False
             del target, arg
-            self.finishing = False
             handed, self.next_job = self.next_job, None
             if handed is not None:
                 job, self.thread.name = handed
             else:
                 job = self.cache.park(self)
 
+    def pass_on(self) -> None:
+        """Start a kept job on another thread now, and keep nothing more in this report."""
+        self.body_done = self.keeping = False
+        kept, self.next_job = self.next_job, None
+        if kept is not None:
+            (target, arg), name = kept
+            self.cache.launch(target, arg, name)
+
 
 def body_returned() -> None:
-    """Mark the calling worker thread as only reporting a result: it may take a hand-off."""
+    """Mark the calling worker thread as only reporting a result (see `keeping_launch`)."""
     worker: _Worker | None = getattr(_local, "worker", None)
     if worker is not None:
-        worker.finishing = True
+        worker.body_done = True
+
+
+def keeping_launch(call: Callable[[], Any]) -> None:
+    """Run `call`; when the caller is a worker thread whose body returned, the first
+    attempt that `call` launches is kept for that thread, which runs it right after its
+    report instead of waking another thread.
+
+    The scheduler wraps in this the start of the one run that a finishing task's freed
+    slot released; nothing else a report does (listeners, pipeline releases) is kept.
+    """
+    worker: _Worker | None = getattr(_local, "worker", None)
+    if worker is None or not worker.body_done or worker.next_job is not None:
+        call()
+        return
+    worker.keeping = True
+    try:
+        call()
+    finally:
+        worker.keeping = False
 
 
 def hand_over() -> None:
-    """The calling thread is about to block (a durable store write, say): an attempt it
-    kept for itself starts on another thread now instead of waiting for the block."""
+    """The calling thread may block now (a durable store write, a listener): an attempt it
+    kept for itself starts on another thread at once instead of waiting behind it."""
     worker: _Worker | None = getattr(_local, "worker", None)
-    if worker is None or not worker.finishing:
-        return
-    worker.finishing = False  # it takes no more hand-offs in this report
-    kept, worker.next_job = worker.next_job, None
-    if kept is not None:
-        (target, arg), name = kept
-        worker.cache.launch(target, arg, name)
+    if worker is not None and worker.body_done:
+        worker.pass_on()
 
 
 class _ThreadCache:
@@ -125,11 +155,11 @@ class _ThreadCache:
     def launch(self, target: Callable[[Any], None], arg: Any, name: str) -> threading.Thread:
         """Run ``target(arg)`` on a parked thread, or on a new one; returns the thread.
 
-        Called by a worker thread whose body returned (see `body_returned`), the job
-        is kept for that thread, which runs it as soon as its report is done.
+        Inside `keeping_launch` on a worker thread whose body returned, the job is kept
+        for that thread, which runs it as soon as its report is done.
         """
         current: _Worker | None = getattr(_local, "worker", None)
-        if current is not None and current.finishing and current.next_job is None:
+        if current is not None and current.keeping and current.next_job is None:
             current.next_job = ((target, arg), name)
             return current.thread
         with self._lock:
