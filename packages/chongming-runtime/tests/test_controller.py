@@ -282,24 +282,31 @@ def test_one_finish_that_frees_two_resources_starts_both_waiting_tasks(
     assert controller.active_count == 0
 
 
+class _Gated:
+    """Task bodies held at a gate each, counting how many run at once."""
+
+    def __init__(self, names: str) -> None:
+        self.gates = {name: threading.Event() for name in names}
+        self.running: set[str] = set()
+        self.peak = 0
+        self.guard = threading.Lock()
+
+    def body(self, ctx: Any, name: str) -> None:
+        with self.guard:
+            self.running.add(name)
+            self.peak = max(self.peak, len(self.running))
+        assert self.gates[name].wait(WAIT)
+        with self.guard:
+            self.running.discard(name)
+
+
 def test_a_pause_between_admission_and_start_gives_the_slot_and_the_admission_back(
     make_controller: Callable[..., Controller], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     controller = make_controller(max_parallel=1)
-    gates = {name: threading.Event() for name in "ABC"}
-    running: set[str] = set()
-    peak = [0]
-    guard = threading.Lock()
-
-    def body(ctx: Any, name: str) -> None:
-        with guard:
-            running.add(name)
-            peak[0] = max(peak[0], len(running))
-        assert gates[name].wait(WAIT)
-        with guard:
-            running.discard(name)
-
-    controller.register("t", body)
+    gated = _Gated("ABC")
+    gates = gated.gates
+    controller.register("t", gated.body)
     original = TaskRun._kick
     paused_in_window: list[bool] = []
 
@@ -322,7 +329,7 @@ def test_a_pause_between_admission_and_start_gives_the_slot_and_the_admission_ba
     gates["B"].set()
     outcomes = controller.wait_all(timeout=WAIT)
     assert [o.status for o in outcomes] == [S.SUCCEEDED] * 3
-    assert peak[0] == 1  # never two bodies at once under max_parallel=1
+    assert gated.peak == 1  # never two bodies at once under max_parallel=1
     assert _statuses(runs["B"]) == [
         S.QUEUED,
         S.PAUSED,
@@ -331,6 +338,110 @@ def test_a_pause_between_admission_and_start_gives_the_slot_and_the_admission_ba
         S.RUNNING,
         S.SUCCEEDED,
     ]
+
+
+class _HoldsPaused:
+    """A run listener that keeps the pausing thread inside its `paused` notification."""
+
+    def __init__(self) -> None:
+        self.entered = threading.Event()
+        self.release = threading.Event()
+
+    def on_transition(self, run: TaskRun, transition: Any, snapshot: Any) -> None:
+        if transition.to_status is S.PAUSED:
+            self.entered.set()
+            assert self.release.wait(WAIT)
+
+    def on_side_update(self, run: TaskRun, snapshot: Any) -> None:
+        """Not needed here."""
+
+
+def test_a_late_paused_event_neither_frees_the_slot_of_a_restarted_run_nor_unqueues_it(
+    make_controller: Callable[..., Controller],
+) -> None:
+    controller = make_controller(max_parallel=1)
+    gated = _Gated("ABD")
+    gates = gated.gates
+    controller.register("t", gated.body)
+    a = controller.submit("t", "A", task_id="A")
+    b = controller.submit("t", "B", task_id="B")
+    _until(lambda: a.status is S.RUNNING, "A running")
+    slow = _HoldsPaused()
+    b.add_listener(slow)
+    pausing = threading.Thread(target=controller.pause, args=("B",), daemon=True)
+    pausing.start()
+    assert slow.entered.wait(WAIT)  # B is paused; the pausing thread is still telling it
+    assert controller.resume("B")  # B is queued again; its events wait behind the pause's
+    gates["A"].set()  # A's finish gives B the slot
+    _until(lambda: b.status is S.RUNNING, "B running")
+    d = controller.submit("t", "D", task_id="D")
+    slow.release.set()  # the late `paused` and `queued` of B reach the controller now
+    pausing.join(WAIT)
+    assert d.status is S.QUEUED  # B keeps its slot: D waits for it
+    assert controller.active_count == 1
+    gates["B"].set()
+    gates["D"].set()
+    outcomes = controller.wait_all(timeout=WAIT)
+    assert [o.status for o in outcomes] == [S.SUCCEEDED] * 3
+    assert gated.peak == 1
+    assert _statuses(b) == [S.QUEUED, S.PAUSED, S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
+
+
+def test_a_late_paused_event_does_not_take_a_requeued_run_out_of_the_queue() -> None:
+    slow = _HoldsPaused()
+
+    class SlowToHear(Controller):
+        """The pausing thread is held before the controller hears of the pause."""
+
+        def on_transition(self, run: TaskRun, transition: Any, snapshot: Any) -> None:
+            slow.on_transition(run, transition, snapshot)
+            super().on_transition(run, transition, snapshot)
+
+    controller = SlowToHear(max_parallel=1, graceful_stop=2.0)
+    gate = threading.Event()
+    controller.register("t", lambda ctx, name: gate.wait(WAIT) and name)
+    a = controller.submit("t", "A", task_id="A")
+    b = controller.submit("t", "B", task_id="B")
+    _until(lambda: a.status is S.RUNNING, "A running")
+    pausing = threading.Thread(target=controller.pause, args=("B",), daemon=True)
+    pausing.start()
+    assert slow.entered.wait(WAIT)
+    assert controller.resume("B")  # queued again, waiting for A's slot
+    slow.release.set()  # the controller hears of the pause only now, B waiting in the queue
+    pausing.join(WAIT)
+    assert b.status is S.QUEUED
+    gate.set()
+    assert b.wait(WAIT).value == "B"  # A's finish still found it in the queue
+    controller.close(timeout=WAIT)
+
+
+def test_submit_never_asks_the_pipelines_under_the_controller_lock(
+    make_controller: Callable[..., Controller], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    controller = make_controller()
+    coordinator = type(controller._pipelines)
+    original = coordinator.holds
+    lock_held: list[bool] = []
+
+    def holds(self: Any, task_id: str) -> bool:  # a pipeline's lock is taken in here
+        free: list[bool] = []
+
+        def probe() -> None:  # another thread can take the controller's lock right now
+            got = controller._lock.acquire(blocking=False)
+            free.append(got)
+            if got:
+                controller._lock.release()
+
+        prober = threading.Thread(target=probe)
+        prober.start()
+        prober.join(WAIT)
+        lock_held.append(not free[0])
+        return original(self, task_id)
+
+    monkeypatch.setattr(coordinator, "holds", holds)
+    controller.register("x", lambda ctx: 1)
+    assert controller.submit("x", task_id="explicit").wait(WAIT).value == 1
+    assert lock_held == [False]  # node releases take the two locks the other way round
 
 
 def test_bucket_limit_scans_past_a_blocked_head(

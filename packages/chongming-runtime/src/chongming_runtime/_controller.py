@@ -384,8 +384,10 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
             raise ConfigurationError(f"task_id must be a non-empty string, got {task_id!r}")
         refuse_nul("task_id", task_id)
         with self._lock:
-            held = task_id in self._runs or self._pipelines.holds(task_id)
-        if held or self.store.get(task_id) is not None:
+            held = task_id in self._runs
+        # a pipeline's own lock is never taken under the controller's (its node releases
+        # take them the other way round)
+        if held or self._pipelines.holds(task_id) or self.store.get(task_id) is not None:
             raise ConfigurationError(
                 f"task id {task_id!r} already exists; ids are never reused (the old trajectory "
                 "would be overwritten) — submit under a new id"

@@ -16,11 +16,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chongming_core import (
-    ACTIVE_STATUSES,
     Clock,
     StateMachine,
     TaskSnapshot,
-    TaskStatus,
     TaskStore,
     TimerHandle,
 )
@@ -35,16 +33,7 @@ from chongming_runtime.executors._base import Executor
 if TYPE_CHECKING:
     from chongming_runtime._pipeline_run import PipelineCoordinator
 
-__all__ = ["ControllerBase", "holds_slot"]
-
-_S = TaskStatus
-
-
-def holds_slot(snapshot: TaskSnapshot) -> bool:
-    """Whether a task in this state holds an execution slot (paused in place included)."""
-    if snapshot.status in ACTIVE_STATUSES:
-        return True
-    return snapshot.status is _S.PAUSED and snapshot.paused_in_place
+__all__ = ["ControllerBase"]
 
 
 class ControllerBase:

@@ -12,7 +12,7 @@ from chongming_core import (
     TouchUpdate,
     Transition,
 )
-from chongming_runtime._controller_base import ControllerBase, holds_slot
+from chongming_runtime._controller_base import ControllerBase
 from chongming_runtime._task_run import TaskRun
 from chongming_runtime._writer import PersistFailure
 from chongming_runtime.executors.thread import keeping_launch
@@ -94,11 +94,16 @@ class ControllerFlow(ControllerBase):
             return  # dispatched by _take_startable: out of the ready queue, holding its slot
         startable: list[TaskRun] = []
         with self._lock:
-            if status is not _S.QUEUED:
+            # the run's state now, not the one told: an event can arrive after the run has
+            # moved on (another thread was delivering), e.g. a `paused` told after a resume
+            # that was admitted and started again
+            now, needs_slot = run._needs_slot()
+            if now is not _S.QUEUED:
                 self._ready.remove(snapshot.task_id)
-            if not holds_slot(snapshot) and self._capacity.release(snapshot.task_id):
+            if not needs_slot and self._capacity.release(snapshot.task_id):
                 startable = self._take_startable()
-        if len(startable) == 1:  # the one run this finish made room for: on this thread
+        if len(startable) == 1 and terminal and snapshot.pipeline_id is None:
+            # the one run this finish made room for: on this thread, after its report
             keeping_launch(partial(self._dispatch_all, startable))
         elif startable:
             self._dispatch_all(startable)

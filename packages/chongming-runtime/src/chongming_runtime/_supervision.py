@@ -33,6 +33,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from chongming_core import (
+    ACTIVE_STATUSES,
     ConfigurationError,
     Failure,
     FailureKind,
@@ -122,6 +123,19 @@ class Supervision(Pausing):
         """
         if self._admit_now():
             self._kick()
+
+    def _needs_slot(self) -> tuple[TaskStatus, bool]:
+        """The current status, and whether the run needs its execution slot now: it is
+        active, paused in place, or queued with a scheduler's admission. A scheduler asks
+        this rather than trusting a status it was told, which may be out of date."""
+        with self._lock:
+            snap = self._machine.snapshot
+            status = snap.status
+            if status is _S.QUEUED:
+                return status, self._admitted
+            if status is _S.PAUSED:
+                return status, snap.paused_in_place
+            return status, status in ACTIVE_STATUSES
 
     def _admit_now(self) -> bool:
         """Record the scheduler's admission if the run is queued; False otherwise."""
