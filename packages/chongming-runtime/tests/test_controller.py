@@ -424,18 +424,7 @@ def test_submit_never_asks_the_pipelines_under_the_controller_lock(
     lock_held: list[bool] = []
 
     def holds(self: Any, task_id: str) -> bool:  # a pipeline's lock is taken in here
-        free: list[bool] = []
-
-        def probe() -> None:  # another thread can take the controller's lock right now
-            got = controller._lock.acquire(blocking=False)
-            free.append(got)
-            if got:
-                controller._lock.release()
-
-        prober = threading.Thread(target=probe)
-        prober.start()
-        prober.join(WAIT)
-        lock_held.append(not free[0])
+        lock_held.append(not _free_for_another_thread(controller))
         return original(self, task_id)
 
     monkeypatch.setattr(coordinator, "holds", holds)
@@ -635,3 +624,49 @@ def test_nul_bytes_are_refused_at_submit(
         controller.register("bad\x00name", lambda ctx: None)
     with pytest.raises(ConfigurationError, match="NUL byte"):
         controller.stop("anything", reason="a\x00b")
+
+
+def test_prune_forgets_dropped_tasks_and_reads_the_store_outside_the_lock(
+    make_controller: Callable[..., Controller],
+) -> None:
+    store = InMemoryTaskStore()
+    controller = make_controller(store=store, max_parallel=2)
+    gate = Gate()
+    controller.register("quick", lambda ctx, n: n)
+    controller.register("held", gate.body)
+    for i in range(5):  # one after the other: q3 and q4 finish last
+        assert controller.submit("quick", i, task_id=f"q{i}").wait(WAIT).value == i
+    held = controller.submit("held", "h", task_id="held")
+    gate.wait_started(1)
+    lock_free: list[bool] = []
+    original_get = store.get
+
+    def get(task_id: str) -> Any:
+        lock_free.append(_free_for_another_thread(controller))
+        return original_get(task_id)
+
+    store.get = get  # type: ignore[method-assign]
+    assert controller.prune(keep_terminal=2) == 3
+    assert len(lock_free) == 5  # the five finished tasks were looked up ...
+    assert all(lock_free)  # ... while another thread could schedule
+    assert sorted(r.task_id for r in controller.runs()) == ["held", "q3", "q4"]
+    assert controller.get("q0") is None
+    assert held.status is S.RUNNING
+    gate.open.set()
+    assert held.wait(WAIT).status is S.SUCCEEDED
+
+
+def _free_for_another_thread(controller: Controller) -> bool:
+    """Whether another thread could take the controller's lock right now."""
+    free: list[bool] = []
+
+    def probe() -> None:
+        got = controller._lock.acquire(blocking=False)
+        free.append(got)
+        if got:
+            controller._lock.release()
+
+    prober = threading.Thread(target=probe)
+    prober.start()
+    prober.join(WAIT)
+    return free[0]

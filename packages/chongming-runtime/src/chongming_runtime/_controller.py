@@ -457,10 +457,13 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         dropped = self.store.prune(keep_terminal)
         if dropped:
             with self._lock:
-                for task_id, run in list(self._runs.items()):
-                    if run.done and self.store.get(task_id) is None:
-                        del self._runs[task_id]
-                        self._writer.forget(task_id)
+                finished = [t for t, r in self._runs.items() if r.done]
+            # the store is read outside the lock: scheduling goes on meanwhile
+            gone = [t for t in finished if self.store.get(t) is None]
+            with self._lock:
+                for task_id in gone:
+                    self._runs.pop(task_id, None)
+                    self._writer.forget(task_id)
         return dropped
 
     def close(
