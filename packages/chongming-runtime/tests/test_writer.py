@@ -369,3 +369,25 @@ def test_an_outage_in_the_first_transaction_keeps_the_rest_for_later() -> None:
     assert len(store.query()) == count
     assert writer.pending_count == 0
     writer.close()
+
+
+def test_unstorable_writes_at_the_head_never_keep_the_rest_out_of_a_working_store() -> None:
+    bad = {"bad-0", "bad-1", "bad-2", "bad-3"}
+    store = PickyStore(bad)
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
+    clock = FakeClock()
+    for task_id in [*sorted(bad), "good-0", "good-1", "good-2"]:
+        writer.record(StateMachine.create(task_id, "x", clock=clock).snapshot)
+    # the first single writes fail (they are the unstorable ones): that looks like an outage,
+    # so the first flush writes nothing; later flushes probe from further on and get through
+    flushes = 0
+    while store.get("good-2") is None and flushes < 5:
+        writer.flush()
+        flushes += 1
+    assert {s.task_id for s in store.query()} == {"good-0", "good-1", "good-2"}
+    assert flushes <= 3
+    assert writer.pending_count == len(bad)  # kept for when the values become storable
+    store.refused.clear()
+    assert writer.flush() is True
+    assert len(store.query()) == 7
+    writer.close()

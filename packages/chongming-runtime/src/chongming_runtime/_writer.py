@@ -114,6 +114,7 @@ class StoreWriter:
         self._stored_version: dict[str, int] = {}
         self._diverged: set[str] = set()
         self._poisoned: set[str] = set()  # refused alone while other writes succeeded
+        self._probe_from = 0  # where the next single-write probe starts (see `_save`)
         self._failures: deque[PersistFailure] = deque(maxlen=MAX_FAILURES)
         self._healthy = True
         self._closed = False
@@ -331,6 +332,12 @@ class StoreWriter:
                 healthy = []
         succeeded = bool(healthy)
         consecutive = 0
+        if suspects and self._probe_from:
+            # the first single writes decide "the store is down"; after such a verdict the
+            # next flush starts further on, so a few unstorable writes at the head can never
+            # keep the rest out of a store that is up
+            start = self._probe_from % len(suspects)
+            suspects = suspects[start:] + suspects[:start]
         for position, task_id in enumerate(suspects):
             try:
                 conflicts.extend(self._store.save_many([writes[task_id]]))
@@ -340,6 +347,7 @@ class StoreWriter:
                 if not succeeded and consecutive >= _OUTAGE_AFTER:
                     for rest in suspects[position + 1 :]:
                         failed[rest] = exc
+                    self._probe_from += _OUTAGE_AFTER
                     break
                 continue
             succeeded = True
