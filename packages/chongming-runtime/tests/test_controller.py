@@ -670,3 +670,88 @@ def _free_for_another_thread(controller: Controller) -> bool:
     prober.start()
     prober.join(WAIT)
     return free[0]
+
+
+def test_a_second_run_under_a_taken_id_loses_the_race_instead_of_orphaning_one(
+    make_controller: Callable[..., Controller],
+) -> None:
+    store = InMemoryTaskStore()
+    controller = make_controller(store=store)
+    controller.register("x", lambda ctx: "ran")
+    original_get = store.get
+    inner: list[TaskRun] = []
+    overtaken: list[bool] = []
+
+    def get(task_id: str) -> Any:  # the id check of the outer submit: another gets in first
+        if task_id == "dup" and not overtaken:
+            overtaken.append(True)
+            inner.append(controller.submit("x", task_id="dup"))
+        return None if task_id == "dup" else original_get(task_id)
+
+    store.get = get  # type: ignore[method-assign]
+    with pytest.raises(ConfigurationError, match="'dup' is already taken"):
+        controller.submit("x", task_id="dup")
+    assert inner[0].wait(WAIT).value == "ran"
+    assert [r.task_id for r in controller.runs()] == ["dup"]
+    assert controller.runs()[0] is inner[0]
+
+
+def test_two_retries_of_one_run_start_it_once(
+    make_controller: Callable[..., Controller], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    controller = make_controller()
+    controller.register("x", _fails_once())
+    first = controller.submit("x", task_id="once")
+    assert first.wait(WAIT).status is S.FAILED
+    original = TaskRun._recipe
+    inner: list[TaskRun] = []
+
+    def recipe(run: TaskRun) -> Any:  # the outer retry is overtaken by another one
+        if not inner:
+            inner.append(run)  # a placeholder while the inner retry runs
+            inner[0] = controller.retry("once")
+        return original(run)
+
+    monkeypatch.setattr(TaskRun, "_recipe", recipe)
+    with pytest.raises(ConfigurationError, match="'once' was retried already"):
+        controller.retry("once")
+    assert inner[0].wait(WAIT).value == "ran"
+    assert controller.runs() == [inner[0]]
+    assert [t.to_status for t in inner[0].transitions].count(S.STARTING) == 2  # one rerun
+
+
+def test_prune_never_forgets_a_run_retried_while_it_reads_the_store(
+    make_controller: Callable[..., Controller],
+) -> None:
+    store = InMemoryTaskStore()
+    controller = make_controller(store=store)
+    controller.register("x", _fails_once())
+    old = controller.submit("x", task_id="old")
+    assert old.wait(WAIT).status is S.FAILED
+    assert controller.submit("x", task_id="new").wait(WAIT).value == "ran"
+    original_get = store.get
+    revived: list[TaskRun] = []
+    retried: list[bool] = []
+
+    def get(task_id: str) -> Any:  # prune has listed "old" as finished; it is retried now
+        if task_id == "old" and not retried:
+            retried.append(True)
+            revived.append(controller.retry("old"))
+        return original_get(task_id)
+
+    store.get = get  # type: ignore[method-assign]
+    assert controller.prune(keep_terminal=1) == 1  # "old" left the store
+    assert revived[0].wait(WAIT).value == "ran"
+    assert controller.run("old") is revived[0]  # the retried run is still held here
+
+
+def _fails_once() -> Callable[[Any], str]:
+    calls: list[int] = []
+
+    def body(ctx: Any) -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise ValueError("the first run fails")
+        return "ran"
+
+    return body

@@ -403,6 +403,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         options: Mapping[str, Any],
         *,
         upstream: Mapping[str, Any] | None = None,
+        replacing: TaskRun | None = None,
     ) -> TaskRun:
         run = TaskRun(
             fn,
@@ -423,6 +424,15 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         )
         task_id = machine.task_id
         with self._lock:
+            # one run per id: a second submit under the same explicit id, or a second retry
+            # of the same finished run, loses the race here instead of orphaning a run
+            if self._runs.get(task_id) is not replacing:
+                raise ConfigurationError(
+                    f"task id {task_id!r} is already taken by a run held here; ids are never "
+                    "reused — submit under a new id"
+                    if replacing is None
+                    else f"task {task_id!r} was retried already; wait for that run instead"
+                )
             self._runs[task_id] = run
         return run
 
@@ -457,13 +467,14 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         dropped = self.store.prune(keep_terminal)
         if dropped:
             with self._lock:
-                finished = [t for t, r in self._runs.items() if r.done]
+                finished = [(t, r) for t, r in self._runs.items() if r.done]
             # the store is read outside the lock: scheduling goes on meanwhile
-            gone = [t for t in finished if self.store.get(t) is None]
+            gone = [(t, r) for t, r in finished if self.store.get(t) is None]
             with self._lock:
-                for task_id in gone:
-                    self._runs.pop(task_id, None)
-                    self._writer.forget(task_id)
+                for task_id, run in gone:
+                    if self._runs.get(task_id) is run:  # not retried under its id meanwhile
+                        del self._runs[task_id]
+                        self._writer.forget(task_id)
         return dropped
 
     def close(

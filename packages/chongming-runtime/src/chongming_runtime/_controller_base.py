@@ -72,6 +72,7 @@ class ControllerBase:
         options: Mapping[str, Any],
         *,
         upstream: Mapping[str, Any] | None = None,
+        replacing: TaskRun | None = None,
     ) -> TaskRun:
         raise NotImplementedError
 

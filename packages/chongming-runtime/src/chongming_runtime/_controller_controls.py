@@ -115,7 +115,7 @@ class ControllerControls(ControllerBase):
         machine = StateMachine(run.snapshot, run.transitions, clock=self.clock)
         transition = machine.retry(actor=self.owner, reason=reason)
         # the run keeps the function, arguments and options it was made with
-        revived = self._make_run(run._fn, machine, *run._recipe())
+        revived = self._make_run(run._fn, machine, *run._recipe(), replacing=run)
         self._writer.record(machine.snapshot, (transition,))
         revived.start()
         return revived

@@ -289,8 +289,8 @@ class StoreWriter:
                 for task_id in task_ids[start + MAX_BATCH :]:  # kept for the next flush
                     failed[task_id] = cause
                 break
-        if failed:
-            self._requeue({t: batch[t] for t in failed}, {})
+        if failed:  # kept in their first order: each flush's probes then start elsewhere
+            self._requeue({t: batch[t] for t in task_ids if t in failed}, {})
             by_error: dict[str, list[str]] = {}
             for task_id, exc in failed.items():
                 by_error.setdefault(f"{type(exc).__name__}: {exc}", []).append(task_id)
