@@ -221,3 +221,52 @@ def test_invalid_pipelines_are_refused_before_anything_runs(controller: Controll
         controller.submit_pipeline(unknown)
     assert controller.list_tasks() == []
     assert controller.stats().total == 0
+
+
+def test_a_node_is_released_only_once_every_upstream_end_is_durable() -> None:
+    held = threading.Event()
+    release = threading.Event()
+
+    class SlowToWrite(Controller):
+        """Holds the report of upstream "b" between its terminal status and its write."""
+
+        def on_transition(self, run: Any, transition: Any, snapshot: Any) -> None:
+            if snapshot.node_id == "b" and transition.to_status.is_terminal:
+                held.set()
+                assert release.wait(WAIT)
+            super().on_transition(run, transition, snapshot)
+
+    store = InMemoryTaskStore()
+    controller = SlowToWrite(max_parallel=4, graceful_stop=2.0, store=store)
+    a_may_end = threading.Event()
+    controller.register("a", lambda ctx: a_may_end.wait(WAIT) and "a")
+    controller.register("b", lambda ctx: "b")
+    controller.register("join", lambda ctx: sorted(ctx.upstream))
+    pipeline = Pipeline("durable-order")
+    a = pipeline.node("a", node_id="a")
+    b = pipeline.node("b", node_id="b")
+    pipeline.node("join", node_id="join", depends_on=[a, b])
+    prun = controller.submit_pipeline(pipeline)
+    assert held.wait(WAIT)  # b ended, its end is not written yet
+    a_may_end.set()  # a ends and settles meanwhile
+    _until(lambda: prun.snapshots()["a"].status is S.SUCCEEDED)
+    join_id = prun.task_ids["join"]
+    join_now = controller.get(join_id)
+    assert join_now is not None
+    assert join_now.status is S.BLOCKED  # b's end is not durable yet: no release
+    stored_b = store.get(prun.task_ids["b"])
+    assert stored_b is not None
+    assert not stored_b.is_terminal
+    release.set()
+    outcome = prun.wait(timeout=WAIT)
+    assert outcome.nodes["join"].value == ["a", "b"]
+    controller.close(timeout=WAIT)
+
+
+def _until(predicate: Any) -> None:
+    tick = threading.Event()
+    for _ in range(2000):
+        if predicate():
+            return
+        tick.wait(0.005)
+    raise AssertionError("condition not reached in time")

@@ -88,6 +88,16 @@ class _Node:
         assert self.machine is not None
         return self.machine.status
 
+    @property
+    def settled_status(self) -> TaskStatus:
+        """The status downstream decisions rely on: terminal only once the node settled
+        (its terminal write was made durable); until then a terminal status counts as
+        still running, and the node's own settling re-decides what follows it."""
+        if self.final is not None:
+            return self.final.status
+        status = self.status
+        return _S.RUNNING if status.is_terminal else status
+
 
 class PipelineRun:
     """A submitted pipeline: wait for it, stop it, look at its nodes."""
@@ -363,15 +373,16 @@ class PipelineCoordinator:
                     down = nodes[down_id]
                     if down.run is not None or down.status.is_terminal:
                         continue
-                    statuses = [nodes[d].status for d in down.definition.depends_on]
+                    statuses = [nodes[d].settled_status for d in down.definition.depends_on]
                     decision = join_decision(down.definition.join, statuses)
                     if decision is JoinDecision.RELEASE:
                         to_release.append(down_id)
                     elif decision is JoinDecision.SKIP:
                         bad = [
-                            f"{d} {nodes[d].status.value}"
+                            f"{d} {nodes[d].settled_status.value}"
                             for d in down.definition.depends_on
-                            if nodes[d].status.is_terminal and nodes[d].status is not _S.SUCCEEDED
+                            if nodes[d].settled_status.is_terminal
+                            and nodes[d].settled_status is not _S.SUCCEEDED
                         ]
                         to_skip.append(
                             (
@@ -391,7 +402,7 @@ class PipelineCoordinator:
         for release_id in to_release:
             self._release(prun, release_id)
         with prun._lock:
-            if all(n.status.is_terminal for n in prun._nodes.values()):
+            if all(n.final is not None for n in prun._nodes.values()):  # every node settled
                 prun._done.set()
 
     # ------------------------------------------------------------------ controller-wide
