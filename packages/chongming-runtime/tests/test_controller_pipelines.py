@@ -270,3 +270,96 @@ def _until(predicate: Any) -> None:
             return
         tick.wait(0.005)
     raise AssertionError("condition not reached in time")
+
+
+def test_a_node_stopped_between_its_release_and_its_start_does_not_hold_back_its_siblings() -> None:
+    class StopsInBetween(Controller):
+        def _make_run(self, *args: Any, **kwargs: Any) -> Any:
+            run = super()._make_run(*args, **kwargs)
+            if run.task_id.endswith(":d1"):  # an operator's stop lands in the window
+                self.stop(run.task_id, reason="operator")
+            return run
+
+    controller = StopsInBetween(max_parallel=4, graceful_stop=2.0, store=InMemoryTaskStore())
+    for name in ("u", "d1", "d2"):
+        controller.register(name, lambda ctx, name=name: name)
+    pipeline = Pipeline("race")
+    u = pipeline.node("u", node_id="u")
+    pipeline.node("d1", node_id="d1", depends_on=[u])
+    pipeline.node("d2", node_id="d2", depends_on=[u])
+    outcome = controller.submit_pipeline(pipeline).wait(timeout=WAIT)
+    assert {n: o.status for n, o in outcome.nodes.items()} == {
+        "u": S.SUCCEEDED,
+        "d1": S.STOPPED,
+        "d2": S.SUCCEEDED,
+    }
+    assert outcome.status is S.STOPPED
+    controller.close(timeout=WAIT)
+
+
+def test_a_node_released_while_the_controller_closes_ends_stopped_without_running() -> None:
+    controller = Controller(max_parallel=4, graceful_stop=2.0, store=InMemoryTaskStore())
+    go = threading.Event()
+    ran: list[str] = []
+    controller.register("a", lambda ctx: go.wait(WAIT) and "a")
+    controller.register("b", lambda ctx: ran.append("b"))
+    pipeline = Pipeline("closing")
+    a = pipeline.node("a", node_id="a")
+    pipeline.node("b", node_id="b", depends_on=[a])
+    prun = controller.submit_pipeline(pipeline)
+    coordinator = controller._pipelines
+    settled_a = threading.Event()
+    settle, stop_all = coordinator.node_settled, coordinator.stop_all
+
+    def node_settled(snapshot: Any) -> None:
+        settle(snapshot)
+        if snapshot.node_id == "a":
+            settled_a.set()
+
+    def late_stop_all(reason: str | None) -> int:
+        go.set()  # a ends right after close() began, and releases b
+        assert settled_a.wait(WAIT)
+        return stop_all(reason)
+
+    coordinator.node_settled = node_settled  # type: ignore[method-assign]
+    coordinator.stop_all = late_stop_all  # type: ignore[method-assign]
+    controller.close(timeout=WAIT)
+    outcome = prun.wait(timeout=WAIT)
+    assert outcome.nodes["a"].status is S.SUCCEEDED
+    assert outcome.nodes["b"].status is S.STOPPED  # R4: it never ran
+    assert ran == []
+
+
+def test_a_store_bug_on_an_upstream_end_does_not_hang_the_join() -> None:
+    class BuggyOnce(InMemoryTaskStore):
+        armed = True
+
+        def save_many(self, writes: Any) -> Any:
+            writes = list(writes)
+            ends_a = any(w.snapshot.node_id == "a" and w.snapshot.is_terminal for w in writes)
+            if self.armed and ends_a:
+                self.armed = False
+                raise RuntimeError("a driver bug, not a StoreError")
+            return super().save_many(writes)
+
+    store = BuggyOnce()
+    controller = Controller(max_parallel=4, graceful_stop=2.0, store=store)
+    b_go = threading.Event()
+    controller.register("a", lambda ctx: "a")
+    controller.register("b", lambda ctx: b_go.wait(WAIT) and "b")
+    controller.register("d", lambda ctx: sorted(ctx.upstream))
+    pipeline = Pipeline("buggy")
+    a = pipeline.node("a", node_id="a")
+    b = pipeline.node("b", node_id="b")
+    pipeline.node("d", node_id="d", depends_on=[a, b])
+    prun = controller.submit_pipeline(pipeline)
+    _until(lambda: prun.snapshots()["a"].status is S.SUCCEEDED)
+    b_go.set()
+    outcome = prun.wait(timeout=WAIT)
+    assert outcome.nodes["d"].value == ["a", "b"]
+    assert not store.armed  # the bug did hit a's end
+    controller.flush()
+    stored_a = store.get(prun.task_ids["a"])
+    assert stored_a is not None
+    assert stored_a.status is S.SUCCEEDED  # written after all (on its own, or later)
+    controller.close(timeout=WAIT)

@@ -391,3 +391,24 @@ def test_unstorable_writes_at_the_head_never_keep_the_rest_out_of_a_working_stor
     assert writer.flush() is True
     assert len(store.query()) == 9
     writer.close()
+
+
+def test_a_store_that_raises_something_else_than_store_error_loses_nothing() -> None:
+    class Buggy(InMemoryTaskStore):
+        broken = True
+
+        def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+            if self.broken:
+                raise RuntimeError("a bug in the store's driver")
+            return super().save_many(writes)
+
+    store = Buggy()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
+    machine = StateMachine.create("t1", "x", clock=FakeClock())
+    writer.record(machine.snapshot, durable=True)  # does not raise: the task is unaffected
+    assert writer.failures[-1].error == "RuntimeError: a bug in the store's driver"
+    assert writer.pending_count == 1
+    store.broken = False
+    assert writer.flush() is True
+    assert store.get("t1") is not None
+    writer.close()

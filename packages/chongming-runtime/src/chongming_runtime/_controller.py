@@ -195,6 +195,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         )
         self._ready = ReadyQueue()
         self._closing = False
+        self._close_reason = "controller closed"
         self._closed = False
         self._lease_until = self.clock.now() + timedelta(seconds=self.lease_ttl)
         self._next_renewal = self.clock.monotonic() + self.lease_ttl / 3
@@ -493,6 +494,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
             if self._closed:
                 return []
             self._closing = True
+            self._close_reason = reason
             runs = list(self._runs.values())
         self._pipelines.stop_all(reason)
         for run in runs:

@@ -52,6 +52,7 @@ class ControllerBase:
     _capacity: Capacity
     _ready: ReadyQueue
     _closing: bool
+    _close_reason: str
     _closed: bool
     _lease_until: datetime
     _next_renewal: float

@@ -35,13 +35,16 @@ class ControllerFlow(ControllerBase):
     def _admit(self, run: TaskRun) -> None:
         """Admission callback of every run: it is ready for an attempt; queue it."""
         with self._lock:
-            if self._closing:
-                return
-            snap = run._scheduling_snapshot()
-            self._ready.push(
-                snap.task_id, priority=snap.priority, tags=snap.tags, bucket=snap.bucket
-            )
-            startable = self._take_startable()
+            closing = self._closing
+            if not closing:
+                snap = run._scheduling_snapshot()
+                self._ready.push(
+                    snap.task_id, priority=snap.priority, tags=snap.tags, bucket=snap.bucket
+                )
+                startable = self._take_startable()
+        if closing:  # made while closing (a pipeline node released just now): never runs (R4)
+            run.stop(self._close_reason, actor=self.owner)
+            return
         self._dispatch_all(startable)
 
     def _dispatch_all(self, startable: list[TaskRun]) -> None:
@@ -110,8 +113,10 @@ class ControllerFlow(ControllerBase):
         if not terminal:
             return
         if snapshot.pipeline_id is not None:
-            self._writer.record(snapshot, (transition,), durable=True)
-            self._pipelines.node_settled(snapshot)
+            try:
+                self._writer.record(snapshot, (transition,), durable=True)
+            finally:  # whatever the write did, what follows the node is decided
+                self._pipelines.node_settled(snapshot)
         else:  # this thread goes on at once; wait() returns once the write is durable
             self._writer.record(snapshot, (transition,), on_durable=run._hold_finish())
 

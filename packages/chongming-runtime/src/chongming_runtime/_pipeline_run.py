@@ -11,14 +11,16 @@ not yet released (R16).
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from chongming_core import (
+    ConfigurationError,
     Failure,
     FailureKind,
     StateMachine,
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
     from chongming_runtime._task_run import TaskRun
 
 __all__ = ["PipelineCoordinator", "PipelineOutcome", "PipelineRun"]
+
+_log = logging.getLogger("chongming_task.controller")
 
 _S = TaskStatus
 
@@ -122,7 +126,7 @@ class PipelineRun:
 
     @property
     def done(self) -> bool:
-        """True once every node is terminal."""
+        """True once every node has settled (is terminal, its end written to the store)."""
         return self._done.is_set()
 
     @property
@@ -295,7 +299,12 @@ class PipelineCoordinator:
             )
             node.run = run
             node.machine = None
-        run.start()
+        try:
+            run.start()
+        except ConfigurationError:
+            if not run.status.is_terminal:
+                raise
+            # stopped (or cancelled) between its release and its start: it settled already
 
     def _skip(self, prun: PipelineRun, node_id: str, failure: Failure) -> None:
         c = self._controller
@@ -395,15 +404,27 @@ class PipelineCoordinator:
                                 ),
                             )
                         )
-        for run in to_cancel:
-            run.cancel(f"fail_fast: node {node_id!r} ended {snapshot.status.value}")
-        for skip_id, failure in to_skip:
-            self._skip(prun, skip_id, failure)
-        for release_id in to_release:
-            self._release(prun, release_id)
-        with prun._lock:
-            if all(n.final is not None for n in prun._nodes.values()):  # every node settled
-                prun._done.set()
+        try:
+            for run in to_cancel:
+                self._guarded(
+                    run.cancel, f"fail_fast: node {node_id!r} ended {snapshot.status.value}"
+                )
+            for skip_id, failure in to_skip:
+                self._guarded(self._skip, prun, skip_id, failure)
+            for release_id in to_release:
+                self._guarded(self._release, prun, release_id)
+        finally:
+            with prun._lock:
+                if all(n.final is not None for n in prun._nodes.values()):  # every node settled
+                    prun._done.set()
+
+    @staticmethod
+    def _guarded(action: Callable[..., object], *args: Any) -> None:
+        """One node's cancel, skip or release failing must not keep the others from theirs."""
+        try:
+            action(*args)
+        except Exception:
+            _log.exception("pipeline step %s%r failed", getattr(action, "__name__", action), args)
 
     # ------------------------------------------------------------------ controller-wide
     def stop_all(self, reason: str | None) -> int:

@@ -38,7 +38,6 @@ from datetime import datetime
 from chongming_core import (
     ConcurrencyConflict,
     SnapshotWrite,
-    StoreError,
     TaskSnapshot,
     TaskStore,
     TouchUpdate,
@@ -260,7 +259,7 @@ class StoreWriter:
     ) -> bool:
         decorate = self._decorate
         task_ids = list(batch)
-        failed: dict[str, StoreError] = {}
+        failed: dict[str, Exception] = {}
         # bounded transactions: a burst of thousands of tasks never holds the store's write
         # lock for long (other processes poll commands on it), and the rows being encoded
         # at any moment stay few
@@ -301,7 +300,7 @@ class StoreWriter:
                 # touches after snapshots: a terminal save must not be overwritten by older
                 # side-path values, and touch_many only changes the fields it names
                 self._store.touch_many(list(touches.values()))
-            except StoreError as exc:
+            except Exception as exc:  # a store's own bug too: the writes stay pending
                 self._requeue({}, touches)
                 self._fail("touch_many", tuple(touches), exc)
                 return False
@@ -309,7 +308,7 @@ class StoreWriter:
 
     def _save(
         self, writes: dict[str, SnapshotWrite]
-    ) -> tuple[list[ConcurrencyConflict], dict[str, StoreError]]:
+    ) -> tuple[list[ConcurrencyConflict], dict[str, Exception]]:
         """Write `writes`; returns the conflicts and the items the store refused, by task id.
 
         One refused item must not hold back the others (a text PostgreSQL cannot store,
@@ -321,11 +320,11 @@ class StoreWriter:
         healthy = [t for t in writes if t not in self._poisoned]
         suspects = [t for t in writes if t in self._poisoned]
         conflicts: list[ConcurrencyConflict] = []
-        failed: dict[str, StoreError] = {}
+        failed: dict[str, Exception] = {}
         if healthy:
             try:
                 conflicts.extend(self._store.save_many([writes[t] for t in healthy]))
-            except StoreError as exc:
+            except Exception as exc:  # a store's own bug too: the writes stay pending
                 if len(healthy) == 1 and not suspects:
                     return conflicts, {healthy[0]: exc}
                 suspects = healthy + suspects
@@ -341,7 +340,7 @@ class StoreWriter:
         for position, task_id in enumerate(suspects):
             try:
                 conflicts.extend(self._store.save_many([writes[task_id]]))
-            except StoreError as exc:
+            except Exception as exc:  # a store's own bug too: the writes stay pending
                 failed[task_id] = exc
                 consecutive += 1
                 if not succeeded and consecutive >= _OUTAGE_AFTER:
