@@ -239,14 +239,7 @@ def test_a_node_is_released_only_once_every_upstream_end_is_durable() -> None:
     store = InMemoryTaskStore()
     controller = SlowToWrite(max_parallel=4, graceful_stop=2.0, store=store)
     a_may_end = threading.Event()
-    controller.register("a", lambda ctx: a_may_end.wait(WAIT) and "a")
-    controller.register("b", lambda ctx: "b")
-    controller.register("join", lambda ctx: sorted(ctx.upstream))
-    pipeline = Pipeline("durable-order")
-    a = pipeline.node("a", node_id="a")
-    b = pipeline.node("b", node_id="b")
-    pipeline.node("join", node_id="join", depends_on=[a, b])
-    prun = controller.submit_pipeline(pipeline)
+    prun = _submit_join(controller, "durable-order", a_waits_for=a_may_end)
     assert held.wait(WAIT)  # b ended, its end is not written yet
     a_may_end.set()  # a ends and settles meanwhile
     _until(lambda: prun.snapshots()["a"].status is S.SUCCEEDED)
@@ -345,21 +338,36 @@ def test_a_store_bug_on_an_upstream_end_does_not_hang_the_join() -> None:
     store = BuggyOnce()
     controller = Controller(max_parallel=4, graceful_stop=2.0, store=store)
     b_go = threading.Event()
-    controller.register("a", lambda ctx: "a")
-    controller.register("b", lambda ctx: b_go.wait(WAIT) and "b")
-    controller.register("d", lambda ctx: sorted(ctx.upstream))
-    pipeline = Pipeline("buggy")
-    a = pipeline.node("a", node_id="a")
-    b = pipeline.node("b", node_id="b")
-    pipeline.node("d", node_id="d", depends_on=[a, b])
-    prun = controller.submit_pipeline(pipeline)
+    prun = _submit_join(controller, "buggy", b_waits_for=b_go)
     _until(lambda: prun.snapshots()["a"].status is S.SUCCEEDED)
     b_go.set()
     outcome = prun.wait(timeout=WAIT)
-    assert outcome.nodes["d"].value == ["a", "b"]
+    assert outcome.nodes["join"].value == ["a", "b"]
     assert not store.armed  # the bug did hit a's end
     controller.flush()
     stored_a = store.get(prun.task_ids["a"])
     assert stored_a is not None
     assert stored_a.status is S.SUCCEEDED  # written after all (on its own, or later)
     controller.close(timeout=WAIT)
+
+
+def _submit_join(
+    controller: Controller,
+    name: str,
+    *,
+    a_waits_for: threading.Event | None = None,
+    b_waits_for: threading.Event | None = None,
+) -> Any:
+    """Nodes "a" and "b" (each may wait for an event first) joined into "join"."""
+
+    def body(gate: threading.Event | None, value: str) -> Any:
+        return lambda ctx: (gate is None or gate.wait(WAIT)) and value
+
+    controller.register("a", body(a_waits_for, "a"))
+    controller.register("b", body(b_waits_for, "b"))
+    controller.register("join", lambda ctx: sorted(ctx.upstream))
+    pipeline = Pipeline(name)
+    a = pipeline.node("a", node_id="a")
+    b = pipeline.node("b", node_id="b")
+    pipeline.node("join", node_id="join", depends_on=[a, b])
+    return controller.submit_pipeline(pipeline)
