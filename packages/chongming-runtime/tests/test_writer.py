@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 from chongming_core import (
@@ -412,3 +413,60 @@ def test_a_store_that_raises_something_else_than_store_error_loses_nothing() -> 
     assert writer.flush() is True
     assert store.get("t1") is not None
     writer.close()
+
+
+def test_a_conflict_a_store_raises_instead_of_returning_is_a_conflict_not_a_failure() -> None:
+    class RaisesConflicts(InMemoryTaskStore):
+        calls = 0
+
+        def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+            self.calls += 1
+            if any(w.snapshot.task_id == "taken" for w in writes):
+                raise ConcurrencyConflict("another writer has it", task_id="taken")
+            return super().save_many(writes)
+
+    store = RaisesConflicts()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
+    clock = FakeClock()
+    for task_id in ("taken", "free"):
+        writer.record(StateMachine.create(task_id, "x", clock=clock).snapshot)
+    assert writer.flush() is True
+    assert writer.diverged("taken")  # the store's version wins, as for a returned conflict
+    assert store.get("free") is not None
+    assert writer.pending_count == 0  # nothing left to retry forever
+    calls = store.calls
+    assert writer.flush() is True
+    assert store.calls == calls
+    writer.close()
+
+
+def test_a_durable_write_racing_close_is_still_flushed() -> None:
+    store = InMemoryTaskStore()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    told = threading.Event()
+    original_flush = writer.flush
+
+    def flush_then_a_late_record() -> bool:  # another thread records right after the last flush
+        ok = original_flush()
+        late = threading.Thread(
+            target=lambda: writer.record(
+                StateMachine.create("late", "x", clock=FakeClock()).snapshot,
+                on_durable=told.set,
+            )
+        )
+        late.start()
+        late.join(10)
+        return ok
+
+    def slow_to_notice_close() -> bool:  # the background thread looks only once close() ran
+        deadline = time.monotonic() + 5
+        while not writer._closed and time.monotonic() < deadline:
+            time.sleep(0.001)
+        return writer._closed
+
+    writer.flush = flush_then_a_late_record  # type: ignore[method-assign]
+    writer._is_closed = slow_to_notice_close  # type: ignore[method-assign]
+    writer.record(StateMachine.create("early", "x", clock=FakeClock()).snapshot)
+    writer.close()
+    assert told.wait(10)  # its wait() would otherwise never return
+    assert store.get("late") is not None

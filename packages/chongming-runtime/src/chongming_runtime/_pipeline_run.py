@@ -27,6 +27,7 @@ from chongming_core import (
     TaskSnapshot,
     TaskStatus,
     TouchUpdate,
+    Transition,
 )
 from chongming_runtime._outcome import TaskOutcome
 from chongming_runtime._pipeline import (
@@ -317,8 +318,7 @@ class PipelineCoordinator:
                 failure=failure, actor=c.owner, reason=failure.message
             )
             snapshot = machine.snapshot
-        c._writer.record(snapshot, (transition,), durable=True)
-        self.node_settled(snapshot)
+        self._write_and_settle(snapshot, transition)
 
     def stop_unreleased(self, task_id: str, reason: str | None) -> bool:
         """Stop a node that was never released (``blocked``/``pending`` -> ``stopped``)."""
@@ -335,9 +335,15 @@ class PipelineCoordinator:
                 return False
             transition = machine.mark_stopped(actor=c.owner, reason=reason)
             snapshot = machine.snapshot
-        c._writer.record(snapshot, (transition,), durable=True)
-        self.node_settled(snapshot)
+        self._write_and_settle(snapshot, transition)
         return True
+
+    def _write_and_settle(self, snapshot: TaskSnapshot, transition: Transition) -> None:
+        """Write an unreleased node's end durably, then decide what follows it (always)."""
+        try:
+            self._controller._writer.record(snapshot, (transition,), durable=True)
+        finally:
+            self.node_settled(snapshot)
 
     def node_settled(self, snapshot: TaskSnapshot) -> None:
         """A node reached a terminal status: cancel, skip or release what follows."""

@@ -326,6 +326,8 @@ class StoreWriter:
                 conflicts.extend(self._store.save_many([writes[t] for t in healthy]))
             except Exception as exc:  # a store's own bug too: the writes stay pending
                 if len(healthy) == 1 and not suspects:
+                    if isinstance(exc, ConcurrencyConflict):  # raised instead of returned
+                        return [exc], {}
                     return conflicts, {healthy[0]: exc}
                 suspects = healthy + suspects
                 healthy = []
@@ -340,6 +342,8 @@ class StoreWriter:
         for position, task_id in enumerate(suspects):
             try:
                 conflicts.extend(self._store.save_many([writes[task_id]]))
+            except ConcurrencyConflict as conflict:  # raised instead of returned: the same
+                conflicts.append(conflict)
             except Exception as exc:  # a store's own bug too: the writes stay pending
                 failed[task_id] = exc
                 consecutive += 1
@@ -433,8 +437,10 @@ class StoreWriter:
 
     def close(self, *, flush: bool = True) -> bool:
         """Stop the background thread, after a last flush unless `flush` is False."""
-        ok = self.flush() if flush else True
+        # closed first: a durable write recorded from now on is flushed by its own caller,
+        # so none can slip in after the last flush and wait for a thread that has gone
         self._closed = True
+        ok = self.flush() if flush else True
         self._wake.set()
         self._urgent.set()
         if not flush:
