@@ -68,7 +68,11 @@ class Proxy:
             if not self._accepting:
                 client.close()
                 continue
-            upstream = socket.create_connection(self._target, timeout=5)
+            try:
+                upstream = socket.create_connection(self._target, timeout=5)
+            except OSError:
+                client.close()
+                continue
             with self._lock:
                 self._sockets += [client, upstream]
             for a, b in ((client, upstream), (upstream, client)):
@@ -85,6 +89,9 @@ class Proxy:
             for s in (source, sink):
                 with contextlib.suppress(OSError):
                     s.shutdown(socket.SHUT_RDWR)
+            # each socket is the source of exactly one pipe: closing it here means no socket
+            # is left to the garbage collector, even one accepted while a cut was under way
+            source.close()
 
     def cut(self, *, refuse_new: bool) -> None:
         """Drop every open connection; with `refuse_new`, close new ones at once."""
