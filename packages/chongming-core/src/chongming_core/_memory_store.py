@@ -10,7 +10,7 @@ from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from chongming_core._errors import ConcurrencyConflict, StoreError
-from chongming_core._records import Progress, TaskSnapshot, Transition
+from chongming_core._records import TaskSnapshot, Transition
 from chongming_core._status import TaskStatus
 from chongming_core._store import (
     Command,
@@ -188,27 +188,6 @@ class InMemoryTaskStore(TaskStore):
             return [records[v] for v in sorted(records)]
 
     # ------------------------------------------------------------------ side path
-    def touch(
-        self,
-        task_id: str,
-        *,
-        progress: Progress | None = None,
-        heartbeat_at: datetime | None = None,
-        lease_owner: str | None = None,
-        lease_until: datetime | None = None,
-        pid: int | None = None,
-    ) -> bool:
-        """See `TaskStore.touch`."""
-        update = TouchUpdate.given(
-            task_id,
-            progress=progress,
-            heartbeat_at=heartbeat_at,
-            lease_owner=lease_owner,
-            lease_until=lease_until,
-            pid=pid,
-        )
-        return self.touch_many([update]) == 1
-
     def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
         """See `TaskStore.touch_many`."""
         applied = 0

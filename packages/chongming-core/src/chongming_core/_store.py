@@ -332,7 +332,6 @@ class TaskStore(abc.ABC):
         """Every stored transition of the task, in ``status_version`` order (empty if unknown)."""
 
     # ------------------------------------------------------------------ side path
-    @abc.abstractmethod
     def touch(
         self,
         task_id: str,
@@ -347,7 +346,17 @@ class TaskStore(abc.ABC):
 
         Never changes ``status_version`` (progress and heartbeats would otherwise
         conflict with every status write). Returns False when the task is unknown.
+        One `touch_many` of one update: a backend implements that one.
         """
+        update = TouchUpdate.given(
+            task_id,
+            progress=progress,
+            heartbeat_at=heartbeat_at,
+            lease_owner=lease_owner,
+            lease_until=lease_until,
+            pid=pid,
+        )
+        return self.touch_many([update]) == 1
 
     def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
         """Apply several side-path updates (None clears a field, `UNSET` keeps it).

@@ -50,7 +50,6 @@ from chongming_core import (
     Command,
     ConcurrencyConflict,
     ConfigurationError,
-    Progress,
     SnapshotWrite,
     StoreError,
     TaskQuery,
@@ -331,27 +330,6 @@ class PostgresTaskStore(TaskStore):
         return self._run(f"reading the history of task {task_id!r}", body)
 
     # ------------------------------------------------------------------ side path
-    def touch(
-        self,
-        task_id: str,
-        *,
-        progress: Progress | None = None,
-        heartbeat_at: datetime | None = None,
-        lease_owner: str | None = None,
-        lease_until: datetime | None = None,
-        pid: int | None = None,
-    ) -> bool:
-        """See `TaskStore.touch`."""
-        update = TouchUpdate.given(
-            task_id,
-            progress=progress,
-            heartbeat_at=heartbeat_at,
-            lease_owner=lease_owner,
-            lease_until=lease_until,
-            pid=pid,
-        )
-        return self.touch_many([update]) == 1
-
     def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
         """See `TaskStore.touch_many`. One statement: every update or none is applied."""
         self._check_open()

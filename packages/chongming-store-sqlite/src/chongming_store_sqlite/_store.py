@@ -15,7 +15,6 @@ from chongming_core import (
     Command,
     ConcurrencyConflict,
     ConfigurationError,
-    Progress,
     SnapshotWrite,
     StoreError,
     TaskQuery,
@@ -345,27 +344,6 @@ class SqliteTaskStore(TaskStore):
         return [transition_from_row(r) for r in rows]
 
     # ------------------------------------------------------------------ side path
-    def touch(
-        self,
-        task_id: str,
-        *,
-        progress: Progress | None = None,
-        heartbeat_at: datetime | None = None,
-        lease_owner: str | None = None,
-        lease_until: datetime | None = None,
-        pid: int | None = None,
-    ) -> bool:
-        """See `TaskStore.touch`."""
-        update = TouchUpdate.given(
-            task_id,
-            progress=progress,
-            heartbeat_at=heartbeat_at,
-            lease_owner=lease_owner,
-            lease_until=lease_until,
-            pid=pid,
-        )
-        return self.touch_many([update]) == 1
-
     def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
         """See `TaskStore.touch_many`: every update in one transaction, in order."""
         rows = []
