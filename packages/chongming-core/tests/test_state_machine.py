@@ -818,3 +818,32 @@ def test_a_machine_can_be_rehydrated_from_a_snapshot_and_its_history() -> None:
     record = copy.mark_succeeded()
     assert record.status_version == 4
     assert original.status is S.RUNNING
+
+
+# ---------------------------------------------------------------- leases
+@pytest.mark.parametrize(
+    "finish",
+    [
+        lambda m: m.mark_succeeded(outcome=1),
+        lambda m: m.mark_failed(BOOM),
+        lambda m: m.mark_cancelled(),
+        lambda m: m.mark_lost(reason="lease expired"),
+    ],
+)
+def test_a_finished_task_holds_no_lease_but_keeps_who_held_it(
+    finish: Callable[[StateMachine], Transition],
+) -> None:
+    clock = FakeClock()
+    until = clock.now() + timedelta(seconds=30)
+    machine = StateMachine(
+        new_machine(clock).snapshot.evolve(lease_owner="node-a:1", lease_until=until),
+        clock=clock,
+    )
+    machine.mark_queued()
+    machine.mark_starting(executor="thread")
+    machine.mark_running()
+    assert machine.snapshot.lease_until is until  # carried while the task is in flight
+    finish(machine)
+    assert machine.snapshot.is_terminal
+    assert machine.snapshot.lease_until is None
+    assert machine.snapshot.lease_owner == "node-a:1"

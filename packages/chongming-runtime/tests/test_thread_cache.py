@@ -334,6 +334,8 @@ def test_a_durable_write_in_a_report_does_not_hold_back_the_kept_attempt() -> No
     follower_ran = threading.Event()
 
     class SlowStore(InMemoryTaskStore):
+        writes_in_memory = False  # it stands for a store whose commits take time
+
         def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
             assert follower_ran.wait(5)  # the write completes only once the follower ran
             return super().save_many(writes)

@@ -203,6 +203,8 @@ def test_background_flush_writes_non_terminal_transitions() -> None:
 class GatedStore(InMemoryTaskStore):
     """A store whose `save_many` waits for a gate, counting the batches it took."""
 
+    writes_in_memory = False  # it stands for a store whose commits take time
+
     def __init__(self) -> None:
         super().__init__()
         self.gate = threading.Event()
@@ -470,3 +472,85 @@ def test_a_durable_write_racing_close_is_still_flushed() -> None:
     writer.close()
     assert told.wait(10)  # its wait() would otherwise never return
     assert store.get("late") is not None
+
+
+# ---------------------------------------------------------------- stores written in memory
+def test_an_in_memory_store_takes_a_durable_write_on_the_recording_thread() -> None:
+    store = InMemoryTaskStore()
+    assert store.writes_in_memory
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    machine = StateMachine.create("t1", "extract", clock=FakeClock())
+    writer.record(machine.snapshot)  # not durable: pending
+    machine.mark_queued()
+    called_on: list[threading.Thread] = []
+    writer.record(
+        machine.snapshot,
+        machine.transitions[-1:],
+        on_durable=lambda: called_on.append(threading.current_thread()),
+    )
+    # told before record() returned, on this thread, with both writes in the store
+    assert called_on == [threading.current_thread()]
+    stored = store.get("t1")
+    assert stored is not None
+    assert stored.status is TaskStatus.QUEUED
+    assert [t.to_status for t in store.history("t1")] == [TaskStatus.QUEUED]
+    assert writer.pending_count == 0
+    writer.close()
+
+
+def test_a_durable_write_during_a_flush_is_left_to_that_flush_without_waiting() -> None:
+    class Gated(InMemoryTaskStore):  # in memory, but its first write is held at a gate
+        def __init__(self) -> None:
+            super().__init__()
+            self.gate = threading.Event()
+            self.entered = threading.Event()
+
+        def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+            if not self.entered.is_set():
+                self.entered.set()
+                assert self.gate.wait(10)
+            return super().save_many(writes)
+
+    store = Gated()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    first = StateMachine.create("t1", "extract", clock=FakeClock())
+    second = StateMachine.create("t2", "extract", clock=FakeClock())
+    told: list[str] = []
+    holder = threading.Thread(
+        target=writer.record,
+        args=(first.snapshot,),
+        kwargs={"on_durable": lambda: told.append("t1")},
+    )
+    holder.start()
+    assert store.entered.wait(10)  # t1's flush holds the flush lock, its write at the gate
+    writer.record(second.snapshot, on_durable=lambda: told.append("t2"))  # returns at once
+    assert told == []
+    store.gate.set()
+    holder.join(10)
+    for _ in range(1000):  # the holder (or the background thread) flushes t2 next
+        if len(told) == 2:
+            break
+        time.sleep(0.01)
+    assert sorted(told) == ["t1", "t2"]
+    assert store.get("t2") is not None
+    writer.close()
+
+
+def test_a_failing_in_memory_store_leaves_the_write_pending_for_the_background_retry() -> None:
+    store = FlakyStore()
+    store.down = True
+    writer = StoreWriter(store, clock=FakeClock(), retry_interval=0.01)
+    machine = StateMachine.create("t1", "extract", clock=FakeClock())
+    told = threading.Event()
+    writer.record(machine.snapshot, on_durable=told.set)
+    assert told.is_set()  # attempted: a failing store never holds a task back
+    assert not writer.healthy
+    assert writer.pending_count == 1
+    assert "simulated outage" in writer.failures[-1].error
+    store.down = False
+    for _ in range(1000):
+        if store.get("t1") is not None:
+            break
+        time.sleep(0.01)
+    assert store.get("t1") is not None  # retried by the background thread, nothing lost
+    writer.close()

@@ -34,6 +34,8 @@ class InMemoryTaskStore(TaskStore):
         controller = Controller(store=store)
     """
 
+    writes_in_memory = True
+
     def __init__(self) -> None:
         self._lock = threading.RLock()
         self._tasks: dict[str, TaskSnapshot] = {}

@@ -218,6 +218,8 @@ class StateMachine:
         version = snap.status_version + 1
         if target in TERMINAL_STATUSES:
             changes.setdefault("finished_at", now)
+            if snap.lease_until is not None:  # a finished task holds no lease
+                changes.setdefault("lease_until", None)
         if (
             snap.status in ACTIVE_STATUSES
             and target not in ACTIVE_STATUSES

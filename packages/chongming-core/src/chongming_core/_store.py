@@ -30,6 +30,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum, StrEnum
+from typing import ClassVar
 
 from chongming_core._errors import ConcurrencyConflict, ConfigurationError
 from chongming_core._records import Progress, TaskSnapshot, Transition
@@ -250,6 +251,11 @@ class TaskStore(abc.ABC):
     `StoreError` naming the store and what to do; an optimistic conflict raises
     `ConcurrencyConflict`. No driver exception ever reaches the caller.
     """
+
+    #: True when a write is a memory operation of this process (no I/O, no commit worth
+    #: sharing): a controller's writer then makes a durable write on the thread that
+    #: asked for it instead of waking its background thread to batch it.
+    writes_in_memory: ClassVar[bool] = False
 
     # ------------------------------------------------------------------ snapshots
     @abc.abstractmethod

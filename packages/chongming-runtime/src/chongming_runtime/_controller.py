@@ -49,6 +49,7 @@ from chongming_runtime._commands import CommandPoller
 from chongming_runtime._controller_controls import ControllerControls
 from chongming_runtime._controller_flow import ControllerFlow
 from chongming_runtime._controller_queries import ControllerQueries
+from chongming_runtime._ids import random_hex12
 from chongming_runtime._outcome import TaskOutcome
 from chongming_runtime._ownership import BucketOwnership
 from chongming_runtime._pipeline import Pipeline
@@ -322,6 +323,10 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
                 bucket_key=bucket_key,
                 created_at=now,
                 updated_at=now,
+                # the lease it is written with: carried by every transition, so the writer
+                # stamps nothing (see `_stamp_lease`)
+                lease_owner=self.owner,
+                lease_until=self._lease_until,
             ),
             clock=self.clock,
         )
@@ -380,7 +385,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
 
     def _new_task_id(self, name: str, task_id: str | None) -> str:
         if task_id is None:
-            return f"{name}-{os.urandom(6).hex()}"  # 48 random bits
+            return f"{name}-{random_hex12()}"  # 48 random bits
         if not isinstance(task_id, str) or not task_id.strip():
             raise ConfigurationError(f"task_id must be a non-empty string, got {task_id!r}")
         refuse_nul("task_id", task_id)

@@ -125,9 +125,12 @@ class ControllerFlow(ControllerBase):
 
     # ================================================================ leases and touches
     def _stamp_lease(self, snapshot: TaskSnapshot) -> TaskSnapshot:
-        if snapshot.is_terminal:
-            return snapshot.evolve(lease_owner=self.owner, lease_until=None)
-        return snapshot.evolve(lease_owner=self.owner, lease_until=self._lease_until)
+        """`snapshot` with this node's current lease (none once terminal). A run made here
+        carries the lease from its submission, so a copy is made only after a renewal."""
+        until = None if snapshot.status.is_terminal else self._lease_until
+        if snapshot.lease_until is until and snapshot.lease_owner == self.owner:
+            return snapshot
+        return snapshot.evolve(lease_owner=self.owner, lease_until=until)
 
     def _ensure_tick(self) -> None:
         with self._lock:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import threading
 import time
 from collections import deque
@@ -46,6 +45,7 @@ from chongming_core import (
 from chongming_runtime._attempt import Attempt
 from chongming_runtime._context import LOG_LINES_KEPT, RuntimeContext
 from chongming_runtime._control import AttemptControl
+from chongming_runtime._ids import random_hex12
 from chongming_runtime._listeners import RunEvent, RunListener
 from chongming_runtime._outcome import TaskOutcome
 from chongming_runtime._supervision import Supervision
@@ -211,7 +211,7 @@ class TaskRun(Supervision):
             if tag_set is None:
                 tag_set = spec.tags if spec is not None else frozenset()
             machine = StateMachine.create(
-                task_id if task_id is not None else f"task-{os.urandom(6).hex()}",
+                task_id if task_id is not None else f"task-{random_hex12()}",
                 name or (spec.name if spec is not None else _callable_name(fn)),
                 max_attempts=self._policy.max_attempts,
                 label=label,

@@ -97,6 +97,9 @@ class StoreWriter:
         decorate: Callable[[TaskSnapshot], TaskSnapshot] | None = None,
     ) -> None:
         self._store = store
+        # a store written in this process's memory: a durable write is flushed on the
+        # recording thread instead of waking the background thread (see `_flush_here`)
+        self._inline = store.writes_in_memory
         self._decorate = decorate
         self._clock = clock if clock is not None else SYSTEM_CLOCK
         self._flush_interval = flush_interval
@@ -195,6 +198,8 @@ class StoreWriter:
         if durable:
             self._flush(sequence)
         elif on_durable is not None:
+            if self._inline and self._flush_here():
+                return
             self._ensure_thread()
             if self._closed:
                 self._flush(sequence)  # no background thread any more: flush here
@@ -223,33 +228,56 @@ class StoreWriter:
         """Write everything pending now (group commit). Returns True when the store took it all."""
         return self._flush(None)
 
+    def _flush_here(self) -> bool:
+        """For a store written in memory: flush on this thread, unless another flush is
+        under way. Returns False when the flush was left to the background thread (another
+        one held the flush lock, or this one failed and must be retried later).
+
+        No thread switch and no batching delay: an in-memory write is cheaper than waking
+        the background thread. A caller that finds a flush under way does not wait for it.
+        """
+        while self._flush_lock.acquire(blocking=False):
+            try:
+                ok = self._flush_held(None)
+            finally:
+                self._flush_lock.release()
+            if not ok:
+                return False  # the background thread retries after its interval
+            if not self._callbacks:  # none recorded while this flush ran
+                return True
+        return False
+
     def _flush(self, sequence: int | None) -> bool:
         """Flush; with a `sequence`, return at once when an earlier flush already took it."""
         hand_over()  # a finishing task's thread must not hold the next attempt while it writes
         with self._flush_lock:
-            with self._lock:
-                if sequence is not None and self._taken >= sequence:
-                    return self._healthy  # a flush that ran while we queued took it
-                batch = self._pending
-                self._pending = {}
-                touches = self._touches
-                self._touches = {}
-                callbacks = self._callbacks
-                self._callbacks = []
-                self._taken = self._recorded
-                if not batch and not touches:
-                    ok = True
-                else:
-                    expected = {t: self._stored_version.get(t) for t in batch}
-            if batch or touches:
-                ok = self._write(batch, touches, expected)
-                self._healthy = ok
-            for callback in callbacks:  # each write was attempted (and is in the store if ok)
-                try:
-                    callback()
-                except Exception:
-                    _log.exception("a durable-write callback failed")
-            return ok
+            return self._flush_held(sequence)
+
+    def _flush_held(self, sequence: int | None) -> bool:
+        """`_flush` with the flush lock held."""
+        with self._lock:
+            if sequence is not None and self._taken >= sequence:
+                return self._healthy  # a flush that ran while we queued took it
+            ok = True
+            batch = self._pending
+            self._pending = {}
+            touches = self._touches
+            self._touches = {}
+            callbacks = self._callbacks
+            self._callbacks = []
+            self._taken = self._recorded
+        if batch or touches:
+            # outside the lock (recording threads must never queue behind a loop): only
+            # flushes, serialised by the flush lock, and `adopt`/`forget` change versions
+            stored = self._stored_version
+            ok = self._write(batch, touches, {t: stored.get(t) for t in batch})
+            self._healthy = ok
+        for callback in callbacks:  # each write was attempted (and is in the store if ok)
+            try:
+                callback()
+            except Exception:
+                _log.exception("a durable-write callback failed")
+        return ok
 
     def _write(
         self,
@@ -276,10 +304,13 @@ class StoreWriter:
             conflicts, chunk_failed = self._save(writes)
             del writes
             conflicted = {c.task_id for c in conflicts}
-            with self._lock:
-                for task_id in chunk:
-                    if task_id not in chunk_failed and task_id not in conflicted:
-                        self._stored_version[task_id] = batch[task_id].snapshot.status_version
+            stored = {
+                task_id: batch[task_id].snapshot.status_version
+                for task_id in chunk
+                if task_id not in chunk_failed and task_id not in conflicted
+            }
+            with self._lock:  # one C-level update: the lock is held for no Python code
+                self._stored_version.update(stored)
             for conflict in conflicts:
                 self._on_conflict(conflict)
             failed.update(chunk_failed)
