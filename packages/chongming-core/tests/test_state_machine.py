@@ -844,6 +844,7 @@ def test_a_finished_task_holds_no_lease_but_keeps_who_held_it(
     machine.mark_running()
     assert machine.snapshot.lease_until is until  # carried while the task is in flight
     finish(machine)
-    assert machine.snapshot.is_terminal
-    assert machine.snapshot.lease_until is None
-    assert machine.snapshot.lease_owner == "node-a:1"
+    finished = machine.snapshot
+    assert finished.is_terminal
+    assert finished.lease_until is None
+    assert finished.lease_owner == "node-a:1"

@@ -554,3 +554,50 @@ def test_a_failing_in_memory_store_leaves_the_write_pending_for_the_background_r
         time.sleep(0.01)
     assert store.get("t1") is not None  # retried by the background thread, nothing lost
     writer.close()
+
+
+# ---------------------------------------------------------------- recording never waits
+def test_recording_never_waits_for_a_lock_a_flush_or_another_recorder_holds() -> None:
+    store = GatedStore()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    first = StateMachine.create("t1", "extract", clock=FakeClock())
+    flusher = threading.Thread(
+        target=writer.record, args=(first.snapshot,), kwargs={"durable": True}
+    )
+    flusher.start()
+    assert store.entered.wait(10)  # a flush is writing (flush lock held, store at its gate)
+    returned = threading.Event()
+    with writer._lock:  # as if a thread holding it had lost the GIL inside
+        second = StateMachine.create("t2", "extract", clock=FakeClock())
+
+        def record() -> None:
+            writer.record(second.snapshot)
+            returned.set()
+
+        recorder = threading.Thread(target=record)
+        recorder.start()
+        assert returned.wait(10)  # recorded without waiting for either lock
+    recorder.join(10)
+    assert writer.pending_count == 1  # t2 recorded (t1 is being written)
+    store.gate.set()
+    flusher.join(10)
+    assert writer.flush()
+    assert writer.pending_count == 0
+    assert store.get("t2") is not None
+    writer.close()
+
+
+def test_forget_drops_the_writes_recorded_before_it() -> None:
+    store = InMemoryTaskStore()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    kept = StateMachine.create("kept", "extract", clock=FakeClock())
+    dropped = StateMachine.create("dropped", "extract", clock=FakeClock())
+    writer.record(kept.snapshot)
+    writer.record(dropped.snapshot)
+    assert writer.pending_count == 2
+    writer.forget("dropped")
+    assert writer.pending_count == 1
+    assert writer.flush()
+    assert store.get("kept") is not None
+    assert store.get("dropped") is None
+    writer.close()

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import os
 import socket
-import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
@@ -56,6 +55,7 @@ from chongming_runtime._pipeline import Pipeline
 from chongming_runtime._pipeline_run import PipelineCoordinator, PipelineRun
 from chongming_runtime._reconcile import ReconcileReport, reconcile_store
 from chongming_runtime._registry import RegisteredTask, TaskRegistry
+from chongming_runtime._scheduling_lock import SchedulingLock
 from chongming_runtime._task_run import TaskRun
 from chongming_runtime._text import refuse_nul
 from chongming_runtime._writer import StoreWriter
@@ -186,7 +186,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         self.clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         self._artifact_dir = artifact_dir
 
-        self._lock = threading.RLock()
+        self._lock = SchedulingLock(self._dispatch_all)
         self._registry = TaskRegistry()
         self._runs: dict[str, TaskRun] = {}
         self._capacity = Capacity(

@@ -9,7 +9,6 @@ stop, pause, resume, retry, wait, commands) on top of this base.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +25,7 @@ from chongming_runtime._capacity import Capacity, ReadyQueue
 from chongming_runtime._commands import CommandPoller
 from chongming_runtime._ownership import BucketOwnership
 from chongming_runtime._registry import TaskRegistry
+from chongming_runtime._scheduling_lock import SchedulingLock
 from chongming_runtime._task_run import TaskRun
 from chongming_runtime._writer import StoreWriter
 from chongming_runtime.executors._base import Executor
@@ -46,7 +46,7 @@ class ControllerBase:
     touch_interval: float
     graceful_stop: float
     pause_timeout: float
-    _lock: threading.RLock
+    _lock: SchedulingLock
     _registry: TaskRegistry
     _runs: dict[str, TaskRun]
     _capacity: Capacity

@@ -95,17 +95,12 @@ class ControllerFlow(ControllerBase):
             self._writer.record(snapshot, (transition,))
         if status is _S.STARTING or status is _S.RUNNING:
             return  # dispatched by _take_startable: out of the ready queue, holding its slot
-        startable: list[TaskRun] = []
-        with self._lock:
-            # the run's state now, not the one told: an event can arrive after the run has
-            # moved on (another thread was delivering), e.g. a `paused` told after a resume
-            # that was admitted and started again
-            now, needs_slot = run._needs_slot()
-            if now is not _S.QUEUED:
-                self._ready.remove(snapshot.task_id)
-            if not needs_slot and self._capacity.release(snapshot.task_id):
-                startable = self._take_startable()
-        if len(startable) == 1 and terminal and snapshot.pipeline_id is None:
+        # when another thread holds the lock, its holder does the accounting (and starts
+        # what it releases) instead of this thread waiting for it (see SchedulingLock)
+        startable = self._lock.run_or_post(partial(self._account, run, snapshot.task_id))
+        if startable is None:
+            pass
+        elif len(startable) == 1 and terminal and snapshot.pipeline_id is None:
             # the one run this finish made room for: on this thread, after its report
             keeping_launch(partial(self._dispatch_all, startable))
         elif startable:
@@ -119,6 +114,19 @@ class ControllerFlow(ControllerBase):
                 self._pipelines.node_settled(snapshot)
         else:  # this thread goes on at once; wait() returns once the write is durable
             self._writer.record(snapshot, (transition,), on_durable=run._hold_finish())
+
+    def _account(self, run: TaskRun, task_id: str) -> list[TaskRun]:
+        """Bring the ready queue and the capacity in line with `run`'s state; returns the
+        runs that now fit. Under the lock, on whichever thread holds it."""
+        # the run's state now, not the one told: an event can arrive after the run has
+        # moved on (another thread was delivering), e.g. a `paused` told after a resume
+        # that was admitted and started again
+        now, needs_slot = run._needs_slot()
+        if now is not _S.QUEUED:
+            self._ready.remove(task_id)
+        if not needs_slot and self._capacity.release(task_id):
+            return self._take_startable()
+        return []
 
     def on_side_update(self, run: TaskRun, snapshot: TaskSnapshot) -> None:
         """Progress is flushed on the touch timer, never per call (R18)."""

@@ -16,7 +16,16 @@ A durable write can also be asked for without blocking the caller:
 ``record(..., on_durable=callback)`` wakes the background thread at once (no
 batching delay) and calls `callback` after the flush that took the write. The
 controller uses it so that a finishing task's thread never waits for a commit,
-while its run still tells ``wait()`` only after the callback.
+while its run still tells ``wait()`` only after the callback. For a store
+written in memory (`TaskStore.writes_in_memory`) the recording thread makes that
+flush itself unless another flush is under way: cheaper than a thread switch.
+
+Recording only appends to an inbox (a deque; atomic under the GIL) and never takes
+a lock: a recording thread that had to wait for a lock held by a thread that lost
+the GIL would sleep, be handed the lock while it waits for the GIL in turn, and
+make every later recorder wait the same way (a lock convoy, which doubled the cost
+of a short task with four threads finishing tasks). A flush moves the inbox, in
+order, into its pending writes.
 
 A failing store never fails a task: the writes stay pending, the failure is
 kept in `failures` (the latest 20), and the next successful flush brings the
@@ -69,6 +78,14 @@ class PersistFailure:
     error: str
 
 
+#: A recorded write: task id, snapshot (None: forget the task), transitions, callback.
+_Entry = tuple[str, TaskSnapshot | None, Sequence[Transition], Callable[[], None] | None]
+
+#: How many flushes a recording thread makes in a row for a store written in memory
+#: before it leaves what others keep recording to the background thread.
+_INLINE_ROUNDS = 4
+
+
 @dataclass(slots=True)
 class _Pending:
     snapshot: TaskSnapshot
@@ -106,12 +123,13 @@ class StoreWriter:
         self._retry_interval = retry_interval
         self._lock = threading.Lock()
         self._flush_lock = threading.Lock()
+        self._start_lock = threading.Lock()
         self._wake = threading.Event()
         self._urgent = threading.Event()  # a durable write waits: skip the batching delay
-        self._callbacks: list[Callable[[], None]] = []
-        self._pending: dict[str, _Pending] = {}
-        self._recorded = 0  # sequence of the latest `record`
-        self._taken = 0  # the latest sequence a flush has taken (and then attempted)
+        # recorded writes, in order; `record` only appends (see `_take`), so a recording
+        # thread never waits for a lock that a flush, or another recording thread, holds
+        self._inbox: deque[_Entry] = deque()
+        self._pending: dict[str, _Pending] = {}  # taken from the inbox; the flush lock's
         self._touches: dict[str, TouchUpdate] = {}
         self._stored_version: dict[str, int] = {}
         self._diverged: set[str] = set()
@@ -137,13 +155,16 @@ class StoreWriter:
     @property
     def pending_count(self) -> int:
         """Tasks with writes not yet in the store."""
+        # each read is one C-level copy, atomic under the GIL; no lock, no waiting for a flush
+        tasks = set(self._pending)
+        for task_id, snapshot, _, _ in list(self._inbox):  # in order: a forget drops earlier
+            if snapshot is None:
+                tasks.discard(task_id)
+            else:
+                tasks.add(task_id)
         with self._lock:
-            return len(self._pending) + len(self._touches)
-
-    def adopt(self, snapshot: TaskSnapshot) -> None:
-        """Declare that `snapshot` is already in the store at its version (e.g. read back)."""
-        with self._lock:
-            self._stored_version[snapshot.task_id] = snapshot.status_version
+            tasks.update(self._touches)
+        return len(tasks)
 
     def diverged(self, task_id: str) -> bool:
         """True once another writer changed `task_id` in the store; this writer left it alone."""
@@ -156,10 +177,9 @@ class StoreWriter:
         self._wake.set()
 
     def forget(self, task_id: str) -> None:
-        """Stop tracking a task (after it was pruned)."""
+        """Stop tracking a task (after it was pruned); writes recorded before are dropped."""
+        self._inbox.append((task_id, None, (), None))  # in order, after its last write
         with self._lock:
-            self._stored_version.pop(task_id, None)
-            self._pending.pop(task_id, None)
             self._touches.pop(task_id, None)
 
     # ------------------------------------------------------------------ input
@@ -175,34 +195,25 @@ class StoreWriter:
 
         With ``durable=True`` this returns only after a flush that included it was
         attempted (successfully, unless the store is failing — see `failures`). With
-        `on_durable`, it returns at once and `on_durable` is called (on the writer's
-        thread) after such a flush.
+        `on_durable`, it returns at once and `on_durable` is called after such a flush
+        (by the writer's thread, or by this one before returning for a store written in
+        memory). Never waits for a lock, except a durable flush.
         """
-        with self._lock:
-            diverged = snapshot.task_id in self._diverged
-            if not diverged:
-                pending = self._pending.get(snapshot.task_id)
-                if pending is None:
-                    self._pending[snapshot.task_id] = _Pending(snapshot, list(transitions))
-                else:
-                    pending.snapshot = snapshot
-                    pending.transitions.extend(transitions)
-                if on_durable is not None:  # taken by the same flush as the write itself
-                    self._callbacks.append(on_durable)
-                self._recorded += 1
-                sequence = self._recorded
-        if diverged:  # another process owns the task's truth now: nothing to wait for
+        if snapshot.task_id in self._diverged:
+            # another process owns the task's truth now: nothing to write, nothing to wait for
             if on_durable is not None:
                 on_durable()
             return
+        # on_durable is taken by the same flush as the write itself
+        self._inbox.append((snapshot.task_id, snapshot, transitions, on_durable))
         if durable:
-            self._flush(sequence)
+            self._flush()  # whichever flush takes it, the one this waits for has attempted it
         elif on_durable is not None:
             if self._inline and self._flush_here():
                 return
             self._ensure_thread()
             if self._closed:
-                self._flush(sequence)  # no background thread any more: flush here
+                self._flush()  # no background thread any more: flush here
             else:
                 self._urgent.set()
                 self._wake.set()
@@ -226,7 +237,7 @@ class StoreWriter:
     # ------------------------------------------------------------------ flushing
     def flush(self) -> bool:
         """Write everything pending now (group commit). Returns True when the store took it all."""
-        return self._flush(None)
+        return self._flush()
 
     def _flush_here(self) -> bool:
         """For a store written in memory: flush on this thread, unless another flush is
@@ -236,36 +247,57 @@ class StoreWriter:
         No thread switch and no batching delay: an in-memory write is cheaper than waking
         the background thread. A caller that finds a flush under way does not wait for it.
         """
-        while self._flush_lock.acquire(blocking=False):
+        for _ in range(_INLINE_ROUNDS):
+            if not self._flush_lock.acquire(blocking=False):
+                return False  # the holder may have looked at the inbox before this write came
             try:
-                ok = self._flush_held(None)
+                ok = self._flush_held()
             finally:
                 self._flush_lock.release()
             if not ok:
                 return False  # the background thread retries after its interval
-            if not self._callbacks:  # none recorded while this flush ran
+            if not self._inbox:  # nothing recorded while this flush ran
                 return True
-        return False
+        return False  # others keep recording: the background thread takes the rest
 
-    def _flush(self, sequence: int | None) -> bool:
-        """Flush; with a `sequence`, return at once when an earlier flush already took it."""
+    def _flush(self) -> bool:
+        """Take everything recorded so far and write it; waits for a flush under way."""
         hand_over()  # a finishing task's thread must not hold the next attempt while it writes
         with self._flush_lock:
-            return self._flush_held(sequence)
+            return self._flush_held()
 
-    def _flush_held(self, sequence: int | None) -> bool:
+    def _take(self) -> list[Callable[[], None]]:
+        """Move the inbox into `_pending` (a task's writes become one row write and its
+        transitions, in order); returns the durable-write callbacks. Hold the flush lock."""
+        inbox = self._inbox
+        pending = self._pending
+        diverged = self._diverged
+        callbacks: list[Callable[[], None]] = []
+        for _ in range(len(inbox)):  # what was there; later writes wait for the next flush
+            task_id, snapshot, transitions, on_durable = inbox.popleft()
+            if on_durable is not None:
+                callbacks.append(on_durable)
+            if snapshot is None:  # forgotten (pruned)
+                pending.pop(task_id, None)
+                self._stored_version.pop(task_id, None)
+            elif task_id not in diverged:
+                entry = pending.get(task_id)
+                if entry is None:
+                    pending[task_id] = _Pending(snapshot, list(transitions))
+                else:
+                    entry.snapshot = snapshot
+                    entry.transitions.extend(transitions)
+        return callbacks
+
+    def _flush_held(self) -> bool:
         """`_flush` with the flush lock held."""
+        callbacks = self._take()
+        ok = True
+        batch = self._pending
+        self._pending = {}
         with self._lock:
-            if sequence is not None and self._taken >= sequence:
-                return self._healthy  # a flush that ran while we queued took it
-            ok = True
-            batch = self._pending
-            self._pending = {}
             touches = self._touches
             self._touches = {}
-            callbacks = self._callbacks
-            self._callbacks = []
-            self._taken = self._recorded
         if batch or touches:
             # outside the lock (recording threads must never queue behind a loop): only
             # flushes, serialised by the flush lock, and `adopt`/`forget` change versions
@@ -392,13 +424,13 @@ class StoreWriter:
         return conflicts, failed
 
     def _requeue(self, batch: dict[str, _Pending], touches: dict[str, TouchUpdate]) -> None:
+        for task_id, failed in batch.items():  # `_pending` is the flush lock's
+            newer = self._pending.get(task_id)
+            if newer is None:
+                self._pending[task_id] = failed
+            else:
+                newer.transitions[:0] = failed.transitions
         with self._lock:
-            for task_id, failed in batch.items():
-                newer = self._pending.get(task_id)
-                if newer is None:
-                    self._pending[task_id] = failed
-                else:
-                    newer.transitions[:0] = failed.transitions
             for task_id, update in touches.items():
                 newer_touch = self._touches.get(task_id)
                 self._touches[task_id] = (
@@ -441,7 +473,7 @@ class StoreWriter:
     def _ensure_thread(self) -> None:
         if self._thread is not None or self._closed:
             return
-        with self._lock:
+        with self._start_lock:  # not `_lock`: recording never waits for that one
             if self._thread is None and not self._closed:
                 self._thread = threading.Thread(
                     target=self._serve, name="chongming-store-writer", daemon=True
@@ -475,8 +507,8 @@ class StoreWriter:
         self._wake.set()
         self._urgent.set()
         if not flush:
-            with self._lock:
-                callbacks, self._callbacks = self._callbacks, []
+            with self._flush_lock:
+                callbacks = self._take()
             for callback in callbacks:  # nobody may wait for a flush that will not come
                 callback()
         thread = self._thread
