@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,39 @@ def test_heartbeat_appears_in_the_snapshot_in_wall_time() -> None:
     assert snap.last_heartbeat_at == at_beat
     release.set()
     run.wait(10)
+
+
+def test_heartbeat_is_the_start_until_the_first_beat_and_then_follows_the_beats() -> None:
+    clock = FakeClock()
+    started = threading.Event()
+    beat = threading.Event()
+    beaten = threading.Event()
+    release = threading.Event()
+
+    def body(ctx: TaskContext) -> None:
+        started.set()
+        assert beat.wait(10)
+        ctx.checkpoint()
+        beaten.set()
+        assert release.wait(10)
+
+    run = TaskRun(body, clock=clock)
+    run.start()
+    assert started.wait(10)
+    at_start = clock.now()
+    running = run.snapshot
+    assert running.status is TaskStatus.RUNNING
+    assert running.last_heartbeat_at == at_start  # recorded with the running transition
+    clock.advance(5)
+    assert run.snapshot.last_heartbeat_at == at_start  # no beat yet: still the start
+    beat.set()
+    assert beaten.wait(10)
+    assert run.snapshot.last_heartbeat_at == at_start + timedelta(seconds=5)
+    clock.advance(3)
+    release.set()
+    final = run.wait(10).snapshot
+    assert final.status is TaskStatus.SUCCEEDED
+    assert final.last_heartbeat_at == at_start + timedelta(seconds=5)  # the last beat
 
 
 def test_log_uses_the_task_logger_with_extras_and_keeps_the_latest_200_lines(

@@ -12,6 +12,7 @@ every call under one lock.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import datetime
 from typing import Any
 
 from chongming_core import _triggers as trig
@@ -305,12 +306,14 @@ class StateMachine:
         self,
         *,
         pid: int | None = None,
+        heartbeat_at: datetime | None = None,
         actor: str = _DEFAULT_ACTOR,
         reason: str | None = None,
         trigger: str | None = None,
     ) -> Transition:
         """starting -> running (the body was launched), or an in-place paused task resumed.
 
+        `heartbeat_at`, when given, is recorded as the latest sign of life.
         Guard: the task must have a ``started_at``.
         """
         if trigger is None:
@@ -319,6 +322,8 @@ class StateMachine:
         changes: dict[str, Any] = {"paused_in_place": False}
         if pid is not None:
             changes["pid"] = pid
+        if heartbeat_at is not None:
+            changes["last_heartbeat_at"] = heartbeat_at
         return self._apply(_S.RUNNING, trigger, actor, reason, **changes)
 
     def mark_pausing(self, *, actor: str = _DEFAULT_ACTOR, reason: str | None = None) -> Transition:

@@ -88,6 +88,7 @@ class Attempt:
     __slots__ = (
         "_supervisor",
         "args",
+        "beat_shown",
         "closed",
         "context",
         "control",
@@ -127,6 +128,9 @@ class Attempt:
         self.closed = False
         self.started = False
         self.pid: int | None = None
+        # the context's `last_beat` that the machine's snapshot already shows as its
+        # heartbeat (set when running is recorded): no copy is composed until a new beat
+        self.beat_shown: float | None = None
         self.handle: AttemptHandle | None = None
         self.per_attempt_timer: TimerHandle | None = None
         self.per_attempt_deadline: float | None = None

@@ -238,7 +238,11 @@ class Supervision(Pausing):
                 attempt.context.last_beat = now
                 self._end_start_timeout()
                 if status is _S.STARTING:
-                    self._record(self._machine.mark_running(pid=pid, actor=self._actor))
+                    running = self._machine.mark_running(
+                        pid=pid, heartbeat_at=self._clock.now(), actor=self._actor
+                    )
+                    attempt.beat_shown = now
+                    self._record(running)
                 if status is not _S.STOPPING:
                     self._arm_deadlines(attempt, now)
         self._deliver()

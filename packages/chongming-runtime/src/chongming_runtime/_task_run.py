@@ -354,8 +354,10 @@ class TaskRun(Supervision):
             changes["progress"] = self._progress
         attempt = self._attempt
         if attempt is not None and attempt.started and attempt.number == snap.attempt:
-            age = max(0.0, self._monotonic() - attempt.context.last_beat)
-            changes["last_heartbeat_at"] = self._clock.now() - timedelta(seconds=age)
+            beat = attempt.context.last_beat
+            if beat != attempt.beat_shown or snap.last_heartbeat_at is None:
+                age = max(0.0, self._monotonic() - beat)
+                changes["last_heartbeat_at"] = self._clock.now() - timedelta(seconds=age)
             if snap.pid is None and attempt.pid is not None:
                 changes["pid"] = attempt.pid
         return snap.evolve(**changes) if changes else snap
