@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -12,7 +13,7 @@ import pytest
 
 from chongming_core import InMemoryTaskStore, TaskStatus
 from chongming_runtime._controller import Controller
-from chongming_runtime._scheduling_lock import SchedulingLock, Work
+from chongming_runtime._scheduling_lock import SchedulingLock, Then, Work
 
 WAIT = 10.0
 
@@ -57,13 +58,20 @@ def doing(effect: Callable[[], object], runs: list[Any] | None = None) -> Work:
     return work
 
 
-def _lock(started: list[tuple[list[Any], bool]]) -> SchedulingLock:
+def _lock(started: list[tuple[Any, ...]]) -> SchedulingLock:
+    """A lock whose start functions record (runs, still held?, where, callbacks told)."""
     lock: SchedulingLock
 
-    def start(runs: list[Any]) -> None:  # records whether the lock was still held then
-        started.append((runs, lock._lock._is_owned()))  # type: ignore[attr-defined]
+    def starter(where: str) -> Callable[[list[Any], list[Then]], None]:
+        def start(runs: list[Any], then: list[Then]) -> None:
+            held = lock._lock._is_owned()  # type: ignore[attr-defined]
+            for told in then:
+                told()
+            started.append((runs, held, where))
 
-    lock = SchedulingLock(start)
+        return start
+
+    lock = SchedulingLock(starter("here"), starter("elsewhere"))
     return lock
 
 
@@ -90,7 +98,8 @@ def test_taken_lock_leaves_the_work_to_the_holder(started: list[Any]) -> None:
     assert ran_on == []
     holder.release()
     assert ran_on == [holder.thread]  # run by the holder before it let go
-    assert started == [(["r1", "r2"], False)]  # and started once the lock was free
+    # started once the lock was free, on another thread: the holder only held the lock
+    assert started == [(["r1", "r2"], False, "elsewhere")]
 
 
 def test_a_new_holder_runs_posted_work_before_its_own_section(started: list[Any]) -> None:
@@ -118,12 +127,12 @@ def test_a_new_holder_runs_posted_work_before_its_own_section(started: list[Any]
 def test_work_posted_before_a_blocking_acquire_runs_first(started: list[Any]) -> None:
     lock = _lock(started)
     order: list[str] = []
-    lock._posted.append(doing(lambda: order.append("posted"), ["r"]))  # left by a thread that lost
+    lock._posted.append((doing(lambda: order.append("posted"), ["r"]), None))  # left over
     with lock:
         order.append("section")
         assert started == []  # runs it made startable wait for the release
     assert order == ["posted", "section"]
-    assert started == [(["r"], False)]
+    assert started == [(["r"], False, "elsewhere")]
 
 
 def test_a_nested_section_never_runs_posted_work_in_the_middle_of_the_outer_one(
@@ -169,7 +178,7 @@ def test_failing_work_is_logged_and_the_rest_still_runs(
     with caplog.at_level(logging.ERROR, logger="chongming_task.controller"):
         holder.release()
     assert ran == ["second"]
-    assert started == [(["r"], False)]
+    assert started == [(["r"], False, "elsewhere")]
     assert "scheduling work failed" in caplog.text
 
 
@@ -211,17 +220,33 @@ def test_a_finishing_task_never_waits_for_the_controllers_lock() -> None:
         held.clear()
         let_go.clear()
         gate = threading.Event()
-        controller.register("gated", lambda ctx: gate.wait(WAIT) and "done")
+        body_threads: list[threading.Thread] = []
+
+        def gated(ctx: object) -> str:
+            body_threads.append(threading.current_thread())
+            assert gate.wait(WAIT)
+            return "done"
+
+        controller.register("gated", gated)
         second = controller.submit("gated")
         third = controller.submit("noop")  # queued behind it (max_parallel=1)
         holder = threading.Thread(target=hold)
         holder.start()
         assert held.wait(WAIT)
         gate.set()
-        assert second.wait(WAIT).status is TaskStatus.SUCCEEDED  # done while the lock is held
+        # the finishing thread reports, leaves its accounting to the holder and parks
+        for _ in range(2000):
+            if body_threads and body_threads[0].name == "chongming-task-idle":
+                break
+            threading.Event().wait(0.005)
+        assert body_threads[0].name == "chongming-task-idle"
+        assert second.status is TaskStatus.SUCCEEDED
         assert third.status is TaskStatus.QUEUED  # its slot is given when the holder lets go
+        assert not second.done  # wait() waits until the slot was passed on
         let_go.set()
         holder.join(WAIT)
+        assert second.wait(WAIT).status is TaskStatus.SUCCEEDED
+        assert third.snapshot.status is not TaskStatus.QUEUED  # started before second's wait() returned
         assert third.wait(WAIT).status is TaskStatus.SUCCEEDED
         assert [t.to_status for t in third.transitions] == [
             TaskStatus.QUEUED,
@@ -232,3 +257,84 @@ def test_a_finishing_task_never_waits_for_the_controllers_lock() -> None:
         assert controller.active_count == 0
     finally:
         controller.close(timeout=WAIT)
+
+
+def test_work_posted_by_a_reporting_thread_is_started_by_the_reporter_that_ran_it(
+    started: list[Any],
+) -> None:
+    lock = _lock(started)
+    told: list[str] = []
+    posted = threading.Event()
+
+    def inside() -> None:  # the holder is itself a reporting thread (run_or_post)
+        assert posted.wait(WAIT)
+
+    holder_done = threading.Event()
+
+    def holder_work() -> list[Any]:
+        inside()
+        return []
+
+    def report() -> None:
+        lock.run_or_post(holder_work)
+        holder_done.set()
+
+    holder = threading.Thread(target=report)
+    holder.start()
+    for _ in range(1000):  # until the holder is inside its work
+        if lock._depth:
+            break
+        threading.Event().wait(0.001)
+    result = lock.run_or_post(doing(lambda: None, ["r"]), lambda: lambda: told.append("then"))
+    assert result is None
+    posted.set()
+    assert holder_done.wait(WAIT)
+    holder.join(WAIT)
+    assert started == [(["r"], False, "here")]
+    assert told == ["then"]  # called after the runs were started
+
+
+def test_work_posted_just_as_the_holder_lets_go_is_not_stranded(started: list[Any]) -> None:
+    """The poster's failed try and its append are two steps: if the holder lets go (and finds
+    nothing posted) in between, the poster must run the work itself."""
+    lock = _lock(started)
+    failed_try = threading.Event()
+    holder_left = threading.Event()
+
+    class Hooked(deque[tuple[Work, Then | None]]):
+        armed = True
+
+        def append(self, item: tuple[Work, Then | None]) -> None:
+            if Hooked.armed:  # as if the GIL switched right after the failed try
+                Hooked.armed = False
+                failed_try.set()
+                assert holder_left.wait(WAIT)
+            super().append(item)
+
+    lock._posted = Hooked()
+    ran: list[str] = []
+    holder = Holder(lock)
+    poster = threading.Thread(target=lambda: lock.run_or_post(doing(lambda: ran.append("w"))))
+    poster.start()
+    assert failed_try.wait(WAIT)
+    holder.release()  # lets go with nothing posted yet
+    holder_left.set()
+    poster.join(WAIT)
+    assert ran == ["w"]  # run by the poster once it found the lock free
+    assert not lock._posted
+
+
+def test_a_base_exception_in_posted_work_never_leaves_the_lock_held(started: list[Any]) -> None:
+    lock = _lock(started)
+
+    def interrupted() -> list[Any]:
+        raise KeyboardInterrupt
+
+    lock._posted.append((interrupted, None))
+    with pytest.raises(KeyboardInterrupt):
+        lock.acquire()
+    got: list[bool] = []
+    probe = threading.Thread(target=lambda: got.append(lock.acquire(blocking=False)))
+    probe.start()
+    probe.join(WAIT)
+    assert got == [True]  # another thread could take it: it was let go

@@ -601,3 +601,101 @@ def test_forget_drops_the_writes_recorded_before_it() -> None:
     assert store.get("kept") is not None
     assert store.get("dropped") is None
     writer.close()
+
+
+def test_durable_writes_recorded_during_a_flush_share_the_next_one_even_when_it_fails() -> None:
+    class Down(InMemoryTaskStore):
+        writes_in_memory = False
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.calls = 0
+            self.gate = threading.Event()
+            self.entered = threading.Event()
+
+        def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+            self.calls += 1
+            self.entered.set()
+            assert self.gate.wait(10)
+            raise StoreError("store unavailable (simulated outage)")
+
+    store = Down()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60, retry_interval=60)
+    snaps = [StateMachine.create(f"t{i}", "x", clock=FakeClock()).snapshot for i in range(6)]
+    first = threading.Thread(target=writer.record, args=(snaps[0],), kwargs={"durable": True})
+    first.start()
+    assert store.entered.wait(10)  # the first flush is at the (failing) store
+    others = [
+        threading.Thread(target=writer.record, args=(s,), kwargs={"durable": True})
+        for s in snaps[1:]
+    ]
+    for thread in others:
+        thread.start()
+    for _ in range(1000):  # all five recorded, waiting behind the first flush
+        if len(writer._inbox) == 5:
+            break
+        time.sleep(0.001)
+    store.gate.set()
+    for thread in [first, *others]:
+        thread.join(10)
+    # the first flush: its one write; the next one takes all five (one batch + 3 probes);
+    # the callers whose writes that flush took return without flushing again (each flushing
+    # again would make 4 more calls, 21 in all)
+    assert store.calls == 5
+    assert writer.pending_count == 6  # nothing lost: kept for when the store is back
+    writer.close(flush=False)
+
+
+def test_a_burst_the_store_does_not_keep_up_with_is_written_by_the_recording_thread() -> None:
+    from chongming_runtime._writer import BACKLOG
+
+    class Counting(InMemoryTaskStore):
+        writes_in_memory = False
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.threads: set[threading.Thread] = set()
+
+        def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+            self.threads.add(threading.current_thread())
+            return super().save_many(writes)
+
+    store = Counting()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)  # background: idle
+    for i in range(BACKLOG):
+        writer.record(StateMachine.create(f"t{i}", "x", clock=FakeClock()).snapshot)
+    assert writer.pending_count == BACKLOG  # up to the mark: left to the background
+    writer.record(StateMachine.create("last", "x", clock=FakeClock()).snapshot)
+    assert writer.pending_count == 0  # beyond it: this thread wrote the backlog itself
+    assert threading.current_thread() in store.threads
+    assert store.get("last") is not None
+    assert store.get("t0") is not None
+    writer.close()
+
+
+def test_a_failing_in_memory_store_is_retried_by_the_background_thread_not_per_write() -> None:
+    class Down(FlakyStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.callers: list[threading.Thread] = []
+
+        def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+            self.callers.append(threading.current_thread())
+            return super().save_many(writes)
+
+    store = Down()
+    store.down = True
+    writer = StoreWriter(store, clock=FakeClock(), retry_interval=0.01)
+    told = [threading.Event() for _ in range(5)]
+    for i, event in enumerate(told):
+        writer.record(
+            StateMachine.create(f"t{i}", "x", clock=FakeClock()).snapshot, on_durable=event.set
+        )
+    assert all(event.wait(10) for event in told)  # every write attempted, none lost
+    here = [t for t in store.callers if t is threading.current_thread()]
+    assert len(here) == 1  # only the first write was tried on this thread
+    assert writer.pending_count == 5
+    store.down = False
+    assert writer.flush()
+    assert all(store.get(f"t{i}") is not None for i in range(5))
+    writer.close()

@@ -186,7 +186,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         self.clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         self._artifact_dir = artifact_dir
 
-        self._lock = SchedulingLock(self._dispatch_all)
+        self._lock = SchedulingLock(self._start_here, self._start_elsewhere)
         self._registry = TaskRegistry()
         self._runs: dict[str, TaskRun] = {}
         self._capacity = Capacity(

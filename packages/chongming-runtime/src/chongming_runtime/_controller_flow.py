@@ -13,9 +13,10 @@ from chongming_core import (
     Transition,
 )
 from chongming_runtime._controller_base import ControllerBase
+from chongming_runtime._scheduling_lock import Then
 from chongming_runtime._task_run import TaskRun
 from chongming_runtime._writer import PersistFailure
-from chongming_runtime.executors.thread import keeping_launch
+from chongming_runtime.executors.thread import keeping_launch, run_elsewhere
 
 __all__ = ["ControllerFlow"]
 
@@ -46,6 +47,22 @@ class ControllerFlow(ControllerBase):
             run.stop(self._close_reason, actor=self.owner)
             return
         self._dispatch_all(startable)
+
+    def _start_here(self, startable: list[TaskRun], then: list[Then]) -> None:
+        """Start runs that posted scheduling work made startable, then tell its waiters."""
+        try:
+            self._dispatch_all(startable)
+        finally:
+            for told in then:
+                try:
+                    told()
+                except Exception:
+                    _log.exception("could not release a finished run's waiters")
+
+    def _start_elsewhere(self, startable: list[TaskRun], then: list[Then]) -> None:
+        """`_start_here` on another thread: the holder that ran the posted work was not
+        reporting a task (a query, a submit, a pipeline release holding its own lock)."""
+        run_elsewhere(partial(self._start_here, startable, then), "chongming-scheduler")
 
     def _dispatch_all(self, startable: list[TaskRun]) -> None:
         """Start runs taken by `_take_startable` (admitted, each holding its slot)."""
@@ -97,7 +114,12 @@ class ControllerFlow(ControllerBase):
             return  # dispatched by _take_startable: out of the ready queue, holding its slot
         # when another thread holds the lock, its holder does the accounting (and starts
         # what it releases) instead of this thread waiting for it (see SchedulingLock)
-        startable = self._lock.run_or_post(partial(self._account, run, snapshot.task_id))
+        startable = self._lock.run_or_post(
+            partial(self._account, run, snapshot.task_id),
+            # posted: wait() waits until the slot this gave back was passed on, as it would
+            # if this thread did it itself
+            run._hold_finish if terminal else None,
+        )
         if startable is None:
             pass
         elif len(startable) == 1 and terminal and snapshot.pipeline_id is None:

@@ -11,8 +11,13 @@ So a thread that finds the lock taken can *post* its work (`run_or_post`) instea
 of waiting: whoever holds the lock runs the posted work before it lets go of it,
 and every thread that takes the lock runs what was posted before it reads anything,
 so no critical section ever sees a state that lacks work posted before it began.
-Work returns the runs it made startable; they are started after the lock is
-released, by the thread that ran the work.
+Work returns the runs it made startable. A thread that ran posted work while
+reporting a task (inside `run_or_post`) starts them itself once the lock is free;
+any other holder (a query, a submit, a pipeline release holding its own lock)
+hands them to another thread, so it never starts runs it did not ask for. A posted
+piece of work can carry a callback (``then``) called after its runs were started;
+the controller uses it to hold a finished run's ``wait()`` until the slot it gave
+back has been passed on, as when the finishing thread does it itself.
 
 A posted piece of work runs under the lock on another thread, so it must decide
 from the state it finds then (the controller's accounting does: it reads each run's
@@ -31,29 +36,37 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from chongming_runtime._task_run import TaskRun
 
-__all__ = ["SchedulingLock", "Work"]
+__all__ = ["SchedulingLock", "Then", "Work"]
 
 _log = logging.getLogger("chongming_task.controller")
 
 #: Work done under the lock; returns the runs it made startable (started after release).
 Work = Callable[[], list["TaskRun"]]
+#: Called after the runs a posted piece of work made startable were started.
+Then = Callable[[], None]
+#: Starts runs and then calls the callbacks (outside the lock).
+Start = Callable[[list["TaskRun"], list[Then]], None]
 
 
 class SchedulingLock:
     """A re-entrant lock (use ``with``) whose holder also runs work other threads posted.
 
     Args:
-        start: starts runs that posted work made startable; called outside the lock.
+        start_here: starts runs (then calls the callbacks) on the calling thread; used
+            when the thread that ran posted work was reporting a task itself.
+        start_elsewhere: the same on another thread; used by every other holder.
     """
 
-    __slots__ = ("_after", "_depth", "_lock", "_posted", "_start")
+    __slots__ = ("_after", "_depth", "_lock", "_posted", "_start_elsewhere", "_start_here", "_then")
 
-    def __init__(self, start: Callable[[list[TaskRun]], None]) -> None:
+    def __init__(self, start_here: Start, start_elsewhere: Start) -> None:
         self._lock = threading.RLock()
-        self._posted: deque[Work] = deque()
-        self._after: list[TaskRun] = []  # made startable by posted work; held by the holder
+        self._posted: deque[tuple[Work, Then | None]] = deque()
+        self._after: list[TaskRun] = []  # made startable by posted work; the holder's
+        self._then: list[Then] = []  # callbacks of posted work; the holder's
         self._depth = 0  # nesting of the holder's critical sections
-        self._start = start
+        self._start_here = start_here
+        self._start_elsewhere = start_elsewhere
 
     # ------------------------------------------------------------------ as a lock
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
@@ -62,16 +75,17 @@ class SchedulingLock:
             return False
         self._depth += 1
         if self._depth == 1 and self._posted:
-            self._run_posted()
+            try:
+                self._run_posted()
+            except BaseException:  # KeyboardInterrupt in posted work: never keep the lock
+                self.release()
+                raise
         return True
 
     def release(self) -> None:
-        """Let go of the lock; the outermost release starts what posted work made startable."""
-        self._depth -= 1
-        if self._depth:
-            self._lock.release()
-            return
-        self._leave()
+        """Let go of the lock; the outermost release has what posted work made startable
+        started on another thread."""
+        self._release(self._start_elsewhere)
 
     def __enter__(self) -> bool:
         return self.acquire()
@@ -85,13 +99,25 @@ class SchedulingLock:
         self.release()
 
     # ------------------------------------------------------------------ posting
-    def run_or_post(self, work: Work) -> list[TaskRun] | None:
-        """Run `work` under the lock now if it is free (returns what `work` returned, for
-        the caller to start), else leave it to the holder and return None at once."""
+    def run_or_post(
+        self, work: Work, on_posted: Callable[[], Then | None] | None = None
+    ) -> list[TaskRun] | None:
+        """Run `work` under the lock now if it is free and return what it returned (for
+        the caller to start); else leave it to the holder and return None at once. When
+        it is posted, `on_posted` is called first and the callback it returns is called
+        after the runs the work made startable were started."""
         if not self._lock.acquire(blocking=False):
-            # the holder runs it: it looks for posted work after letting go of the lock,
-            # which is after this failed attempt, hence after the append
-            self._posted.append(work)
+            then = on_posted() if on_posted is not None else None
+            self._posted.append((work, then))
+            # the holder looks for posted work after letting go of the lock; if it let go
+            # between the failed attempt above and the append, nobody would: try again
+            if not self._lock.acquire(blocking=False):
+                return None  # the holder of this moment lets go later, and sees the append
+            self._depth += 1  # from 0: a moment ago another thread held it
+            try:
+                self._run_posted()
+            finally:
+                self._release(self._start_here)
             return None
         self._depth += 1
         try:
@@ -99,31 +125,39 @@ class SchedulingLock:
                 self._run_posted()
             return work()
         finally:
-            self.release()
+            self._release(self._start_here)
 
     def _run_posted(self) -> None:
         """Run every posted piece of work. Hold the lock (outermost)."""
         posted = self._posted
         while posted:
-            work = posted.popleft()
+            work, then = posted.popleft()
+            if then is not None:
+                self._then.append(then)  # whatever the work does: its waiter must be told
             try:
                 self._after.extend(work())
             except Exception:  # one failure must not strand the work posted after it
                 _log.exception("scheduling work failed")
 
-    def _leave(self) -> None:
-        """The outermost release: let go, start what posted work released, and run work
-        posted meanwhile if nobody else took the lock to do it."""
-        while True:
-            after = self._after
-            if after:
-                self._after = []
+    def _release(self, start: Start) -> None:
+        self._depth -= 1
+        if self._depth:
             self._lock.release()
-            if after:
-                self._start(after)
+            return
+        while True:  # the outermost release
+            after, then = self._after, self._then
+            if after or then:
+                self._after, self._then = [], []
+            self._lock.release()
+            if after or then:
+                start(after, then)
             if not self._posted or not self._lock.acquire(blocking=False):
-                return  # nothing posted, or the new holder runs it
+                return  # nothing posted meanwhile, or the new holder runs it
             self._depth = 1
-            if self._posted:
+            try:
                 self._run_posted()
+            except BaseException:
+                self._depth = 0
+                self._lock.release()
+                raise
             self._depth = 0

@@ -41,7 +41,7 @@ import logging
 import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 from chongming_core import (
@@ -64,6 +64,9 @@ MAX_FAILURES = 20
 #: Most task writes in one store transaction (a flush of more is split).
 MAX_BATCH = 500
 
+#: Recorded writes waiting beyond which the recording thread flushes them itself.
+BACKLOG = 4 * MAX_BATCH
+
 #: Single writes that must fail in a row, with none succeeding, to call it an outage.
 _OUTAGE_AFTER = 3
 
@@ -78,18 +81,32 @@ class PersistFailure:
     error: str
 
 
-#: A recorded write: task id, snapshot (None: forget the task), transitions, callback.
-_Entry = tuple[str, TaskSnapshot | None, Sequence[Transition], Callable[[], None] | None]
-
 #: How many flushes a recording thread makes in a row for a store written in memory
 #: before it leaves what others keep recording to the background thread.
 _INLINE_ROUNDS = 4
 
 
-@dataclass(slots=True)
-class _Pending:
-    snapshot: TaskSnapshot
-    transitions: list[Transition] = field(default_factory=list)
+def _told() -> None:
+    """The callback of a write whose caller waits itself (durable=True): only marks it taken."""
+
+
+class _Write:
+    """A recorded write (in the inbox), then a task's pending writes (in `_pending`): the
+    same object, so a task written once costs one object from record to store."""
+
+    __slots__ = ("on_durable", "snapshot", "task_id", "transitions")
+
+    def __init__(
+        self,
+        task_id: str,
+        snapshot: TaskSnapshot | None,  # None: forget the task (it was pruned)
+        transitions: Sequence[Transition],
+        on_durable: Callable[[], None] | None,
+    ) -> None:
+        self.task_id = task_id
+        self.snapshot = snapshot
+        self.transitions = transitions
+        self.on_durable = on_durable
 
 
 class StoreWriter:
@@ -128,8 +145,8 @@ class StoreWriter:
         self._urgent = threading.Event()  # a durable write waits: skip the batching delay
         # recorded writes, in order; `record` only appends (see `_take`), so a recording
         # thread never waits for a lock that a flush, or another recording thread, holds
-        self._inbox: deque[_Entry] = deque()
-        self._pending: dict[str, _Pending] = {}  # taken from the inbox; the flush lock's
+        self._inbox: deque[_Write] = deque()
+        self._pending: dict[str, _Write] = {}  # taken from the inbox; the flush lock's
         self._touches: dict[str, TouchUpdate] = {}
         self._stored_version: dict[str, int] = {}
         self._diverged: set[str] = set()
@@ -157,11 +174,11 @@ class StoreWriter:
         """Tasks with writes not yet in the store."""
         # each read is one C-level copy, atomic under the GIL; no lock, no waiting for a flush
         tasks = set(self._pending)
-        for task_id, snapshot, _, _ in list(self._inbox):  # in order: a forget drops earlier
-            if snapshot is None:
-                tasks.discard(task_id)
+        for write in list(self._inbox):  # in order: a forget drops the writes before it
+            if write.snapshot is None:
+                tasks.discard(write.task_id)
             else:
-                tasks.add(task_id)
+                tasks.add(write.task_id)
         with self._lock:
             tasks.update(self._touches)
         return len(tasks)
@@ -178,7 +195,7 @@ class StoreWriter:
 
     def forget(self, task_id: str) -> None:
         """Stop tracking a task (after it was pruned); writes recorded before are dropped."""
-        self._inbox.append((task_id, None, (), None))  # in order, after its last write
+        self._inbox.append(_Write(task_id, None, (), None))  # in order, after its last write
         with self._lock:
             self._touches.pop(task_id, None)
 
@@ -205,18 +222,28 @@ class StoreWriter:
                 on_durable()
             return
         # on_durable is taken by the same flush as the write itself
-        self._inbox.append((snapshot.task_id, snapshot, transitions, on_durable))
+        if on_durable is None and durable:
+            on_durable = _told  # marks it taken, so a flush that ran meanwhile is enough
+        write = _Write(snapshot.task_id, snapshot, transitions, on_durable)
+        self._inbox.append(write)
         if durable:
-            self._flush()  # whichever flush takes it, the one this waits for has attempted it
+            self._flush(write)
         elif on_durable is not None:
-            if self._inline and self._flush_here():
+            # a failing store is retried by the background thread at its own pace
+            if self._inline and self._healthy and self._flush_here():
                 return
             self._ensure_thread()
             if self._closed:
-                self._flush()  # no background thread any more: flush here
+                self._flush(write)  # no background thread any more: flush here
             else:
                 self._urgent.set()
                 self._wake.set()
+        elif len(self._inbox) > BACKLOG and self._healthy and not self._closed:
+            # a burst the store does not keep up with (a thread submitting thousands of
+            # tasks holds the GIL; the background thread, giving it up at every statement,
+            # gets it back only every switch interval): the recording thread writes the
+            # backlog itself, so memory stays bounded and the submitter waits for the store
+            self._flush(None)
         else:
             if self._thread is None:
                 self._ensure_thread()
@@ -237,7 +264,7 @@ class StoreWriter:
     # ------------------------------------------------------------------ flushing
     def flush(self) -> bool:
         """Write everything pending now (group commit). Returns True when the store took it all."""
-        return self._flush()
+        return self._flush(None)
 
     def _flush_here(self) -> bool:
         """For a store written in memory: flush on this thread, unless another flush is
@@ -260,50 +287,73 @@ class StoreWriter:
                 return True
         return False  # others keep recording: the background thread takes the rest
 
-    def _flush(self) -> bool:
-        """Take everything recorded so far and write it; waits for a flush under way."""
+    def _flush(self, write: _Write | None) -> bool:
+        """Take everything recorded so far and write it; waits for a flush under way. With
+        `write`, return at once when a flush that ran meanwhile took (and attempted) it:
+        durable writes recorded together share one commit."""
         hand_over()  # a finishing task's thread must not hold the next attempt while it writes
         with self._flush_lock:
+            if write is not None and write.on_durable is None:  # `_take` took it
+                return self._healthy
             return self._flush_held()
 
-    def _take(self) -> list[Callable[[], None]]:
-        """Move the inbox into `_pending` (a task's writes become one row write and its
-        transitions, in order); returns the durable-write callbacks. Hold the flush lock."""
+    def _take(self, count: int) -> list[Callable[[], None]]:
+        """Move the first `count` recorded writes into `_pending` (a task's writes become one
+        row write and its transitions, in order); returns their durable-write callbacks.
+        Hold the flush lock."""
         inbox = self._inbox
         pending = self._pending
         diverged = self._diverged
         callbacks: list[Callable[[], None]] = []
-        for _ in range(len(inbox)):  # what was there; later writes wait for the next flush
-            task_id, snapshot, transitions, on_durable = inbox.popleft()
-            if on_durable is not None:
-                callbacks.append(on_durable)
-            if snapshot is None:  # forgotten (pruned)
+        for _ in range(count):
+            write = inbox.popleft()
+            task_id = write.task_id
+            if write.on_durable is not None:
+                callbacks.append(write.on_durable)
+                write.on_durable = None
+            if write.snapshot is None:  # forgotten (pruned)
                 pending.pop(task_id, None)
                 self._stored_version.pop(task_id, None)
             elif task_id not in diverged:
-                entry = pending.get(task_id)
-                if entry is None:
-                    pending[task_id] = _Pending(snapshot, list(transitions))
+                older = pending.get(task_id)
+                if older is None:
+                    pending[task_id] = write
                 else:
-                    entry.snapshot = snapshot
-                    entry.transitions.extend(transitions)
+                    older.snapshot = write.snapshot
+                    # a new list: the recorded sequences may be their callers' own
+                    older.transitions = [*older.transitions, *write.transitions]
         return callbacks
 
     def _flush_held(self) -> bool:
-        """`_flush` with the flush lock held."""
-        callbacks = self._take()
-        ok = True
-        batch = self._pending
-        self._pending = {}
-        with self._lock:
-            touches = self._touches
-            self._touches = {}
-        if batch or touches:
-            # outside the lock (recording threads must never queue behind a loop): only
-            # flushes, serialised by the flush lock, and `adopt`/`forget` change versions
-            stored = self._stored_version
-            ok = self._write(batch, touches, {t: stored.get(t) for t in batch})
-            self._healthy = ok
+        """`_flush` with the flush lock held: everything recorded before it began is written,
+        in transactions of at most `MAX_BATCH` tasks taken from the inbox one after the
+        other (a burst of thousands of writes is never all decoded at once), and the
+        touches after the snapshots."""
+        left = len(self._inbox)  # recorded later: left for the next flush
+        callbacks: list[Callable[[], None]] = []
+        ok = down = False
+        while True:
+            step = min(left, MAX_BATCH)
+            left -= step
+            callbacks.extend(self._take(step))
+            touches: dict[str, TouchUpdate] = {}
+            if not left:
+                with self._lock:
+                    touches = self._touches
+                    self._touches = {}
+            batch = self._pending
+            self._pending = {}
+            ok = True
+            if batch or touches:
+                # only flushes, serialised by the flush lock, and `forget` change versions
+                stored = self._stored_version
+                ok, down = self._write(batch, touches, {t: stored.get(t) for t in batch})
+            if not left:
+                break
+            if down:  # the rest stays pending untried (its callbacks are told below)
+                callbacks.extend(self._take(left))
+                break
+        self._healthy = ok
         for callback in callbacks:  # each write was attempted (and is in the store if ok)
             try:
                 callback()
@@ -313,13 +363,15 @@ class StoreWriter:
 
     def _write(
         self,
-        batch: dict[str, _Pending],
+        batch: dict[str, _Write],
         touches: dict[str, TouchUpdate],
         expected: dict[str, int | None],
-    ) -> bool:
+    ) -> tuple[bool, bool]:
+        """Write; returns (everything went in, the store is down)."""
         decorate = self._decorate
         task_ids = list(batch)
         failed: dict[str, Exception] = {}
+        down = False
         # bounded transactions: a burst of thousands of tasks never holds the store's write
         # lock for long (other processes poll commands on it), and the rows being encoded
         # at any moment stay few
@@ -347,6 +399,7 @@ class StoreWriter:
                 self._on_conflict(conflict)
             failed.update(chunk_failed)
             if len(chunk_failed) == len(chunk):  # nothing went in: the store is down
+                down = True
                 cause = next(iter(chunk_failed.values()))
                 for task_id in task_ids[start + MAX_BATCH :]:  # kept for the next flush
                     failed[task_id] = cause
@@ -366,8 +419,8 @@ class StoreWriter:
             except Exception as exc:  # a store's own bug too: the writes stay pending
                 self._requeue({}, touches)
                 self._fail("touch_many", tuple(touches), exc)
-                return False
-        return not failed
+                return False, True
+        return not failed, down
 
     def _save(
         self, writes: dict[str, SnapshotWrite]
@@ -423,13 +476,13 @@ class StoreWriter:
             self._poisoned.update(failed)
         return conflicts, failed
 
-    def _requeue(self, batch: dict[str, _Pending], touches: dict[str, TouchUpdate]) -> None:
+    def _requeue(self, batch: dict[str, _Write], touches: dict[str, TouchUpdate]) -> None:
         for task_id, failed in batch.items():  # `_pending` is the flush lock's
             newer = self._pending.get(task_id)
             if newer is None:
                 self._pending[task_id] = failed
             else:
-                newer.transitions[:0] = failed.transitions
+                newer.transitions = [*failed.transitions, *newer.transitions]
         with self._lock:
             for task_id, update in touches.items():
                 newer_touch = self._touches.get(task_id)
@@ -508,7 +561,7 @@ class StoreWriter:
         self._urgent.set()
         if not flush:
             with self._flush_lock:
-                callbacks = self._take()
+                callbacks = self._take(len(self._inbox))
             for callback in callbacks:  # nobody may wait for a flush that will not come
                 callback()
         thread = self._thread

@@ -209,6 +209,15 @@ class _ThreadCache:
 _CACHE = _ThreadCache()
 
 
+def run_elsewhere(call: Callable[[], None], name: str) -> None:
+    """Run `call` soon on another (cached) daemon thread, never on the caller's."""
+    _CACHE.launch(_call, call, name)
+
+
+def _call(call: Callable[[], None]) -> None:
+    call()
+
+
 def _run_attempt(attempt: Attempt) -> None:
     """Run `attempt` on this worker thread: begin, call the body, report the result."""
     if not attempt.begin(os.getpid(), in_process=True):
