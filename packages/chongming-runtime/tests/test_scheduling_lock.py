@@ -246,7 +246,8 @@ def test_a_finishing_task_never_waits_for_the_controllers_lock() -> None:
         let_go.set()
         holder.join(WAIT)
         assert second.wait(WAIT).status is TaskStatus.SUCCEEDED
-        assert third.snapshot.status is not TaskStatus.QUEUED  # started before second's wait() returned
+        # started before second's wait() returned
+        assert third.snapshot.status is not TaskStatus.QUEUED
         assert third.wait(WAIT).status is TaskStatus.SUCCEEDED
         assert [t.to_status for t in third.transitions] == [
             TaskStatus.QUEUED,
