@@ -90,6 +90,16 @@ def _told() -> None:
     """The callback of a write whose caller waits itself (durable=True): only marks it taken."""
 
 
+class _Forget:
+    """In the inbox: forget the task (it was pruned); drops the writes recorded before."""
+
+    __slots__ = ("on_durable", "task_id")
+
+    def __init__(self, task_id: str) -> None:
+        self.task_id = task_id
+        self.on_durable: Callable[[], None] | None = None
+
+
 class _Write:
     """A recorded write (in the inbox), then a task's pending writes (in `_pending`): the
     same object, so a task written once costs one object from record to store."""
@@ -99,7 +109,7 @@ class _Write:
     def __init__(
         self,
         task_id: str,
-        snapshot: TaskSnapshot | None,  # None: forget the task (it was pruned)
+        snapshot: TaskSnapshot,
         transitions: Sequence[Transition],
         on_durable: Callable[[], None] | None,
     ) -> None:
@@ -145,7 +155,7 @@ class StoreWriter:
         self._urgent = threading.Event()  # a durable write waits: skip the batching delay
         # recorded writes, in order; `record` only appends (see `_take`), so a recording
         # thread never waits for a lock that a flush, or another recording thread, holds
-        self._inbox: deque[_Write] = deque()
+        self._inbox: deque[_Write | _Forget] = deque()
         self._pending: dict[str, _Write] = {}  # taken from the inbox; the flush lock's
         self._touches: dict[str, TouchUpdate] = {}
         self._stored_version: dict[str, int] = {}
@@ -175,7 +185,7 @@ class StoreWriter:
         # each read is one C-level copy, atomic under the GIL; no lock, no waiting for a flush
         tasks = set(self._pending)
         for write in list(self._inbox):  # in order: a forget drops the writes before it
-            if write.snapshot is None:
+            if isinstance(write, _Forget):
                 tasks.discard(write.task_id)
             else:
                 tasks.add(write.task_id)
@@ -195,7 +205,7 @@ class StoreWriter:
 
     def forget(self, task_id: str) -> None:
         """Stop tracking a task (after it was pruned); writes recorded before are dropped."""
-        self._inbox.append(_Write(task_id, None, (), None))  # in order, after its last write
+        self._inbox.append(_Forget(task_id))  # in order, after its last write
         with self._lock:
             self._touches.pop(task_id, None)
 
@@ -311,7 +321,7 @@ class StoreWriter:
             if write.on_durable is not None:
                 callbacks.append(write.on_durable)
                 write.on_durable = None
-            if write.snapshot is None:  # forgotten (pruned)
+            if isinstance(write, _Forget):  # pruned
                 pending.pop(task_id, None)
                 self._stored_version.pop(task_id, None)
             elif task_id not in diverged:
