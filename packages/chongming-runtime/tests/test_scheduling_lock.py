@@ -339,3 +339,43 @@ def test_a_base_exception_in_posted_work_never_leaves_the_lock_held(started: lis
     probe.start()
     probe.join(WAIT)
     assert got == [True]  # another thread could take it: it was let go
+
+
+def test_runs_released_under_a_query_start_here_when_no_thread_can_be_started(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import chongming_runtime._controller_flow as flow
+
+    controller = Controller(store=InMemoryTaskStore(), max_parallel=1)
+    try:
+        gate = threading.Event()
+
+        def gated(ctx: object) -> str:
+            assert gate.wait(WAIT)
+            return "ok"
+
+        controller.register("gated", gated)
+        controller.register("noop", lambda ctx: "ok")
+        first = controller.submit("gated")
+        second = controller.submit("noop")  # queued behind it
+        attempts: list[str] = []
+
+        def no_thread(call: Callable[[], None], name: str) -> None:
+            attempts.append(name)
+            raise RuntimeError("can't start new thread")  # a process limit, say
+
+        monkeypatch.setattr(flow, "run_elsewhere", no_thread)
+        with controller._lock:  # a query holds the lock while the first task finishes
+            gate.set()
+            for _ in range(2000):  # until its report posted the slot accounting
+                if controller._lock._posted:
+                    break
+                threading.Event().wait(0.005)
+            assert controller._lock._posted
+        # the release could not hand the released run to a new thread: it started it here
+        assert attempts == ["chongming-scheduler"]
+        assert first.wait(WAIT).status is TaskStatus.SUCCEEDED
+        assert second.wait(WAIT).status is TaskStatus.SUCCEEDED
+        assert controller.active_count == 0
+    finally:
+        controller.close(timeout=WAIT)

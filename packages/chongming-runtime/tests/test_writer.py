@@ -6,6 +6,8 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 
+import pytest
+
 from chongming_core import (
     UNSET,
     ConcurrencyConflict,
@@ -699,3 +701,20 @@ def test_a_failing_in_memory_store_is_retried_by_the_background_thread_not_per_w
     assert writer.flush()
     assert all(store.get(f"t{i}") is not None for i in range(5))
     writer.close()
+
+
+def test_an_interrupted_flush_still_tells_every_waiter() -> None:
+    class Interrupted(InMemoryTaskStore):
+        def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+            raise KeyboardInterrupt
+
+    writer = StoreWriter(Interrupted(), clock=FakeClock(), flush_interval=60)
+    told: list[str] = []
+    writer.record(StateMachine.create("t0", "x", clock=FakeClock()).snapshot)
+    with pytest.raises(KeyboardInterrupt):  # flushed on this thread (written in memory)
+        writer.record(
+            StateMachine.create("t1", "x", clock=FakeClock()).snapshot,
+            on_durable=lambda: told.append("t1"),
+        )
+    assert told == ["t1"]  # its waiter is not left hanging
+    writer.close(flush=False)

@@ -50,19 +50,29 @@ class ControllerFlow(ControllerBase):
 
     def _start_here(self, startable: list[TaskRun], then: list[Then]) -> None:
         """Start runs that posted scheduling work made startable, then tell its waiters."""
+        interrupted: BaseException | None = None
         try:
             self._dispatch_all(startable)
-        finally:
-            for told in then:
-                try:
-                    told()
-                except Exception:
-                    _log.exception("could not release a finished run's waiters")
+        except BaseException as exc:  # KeyboardInterrupt: the waiters first, then re-raised
+            interrupted = exc
+        for told in then:
+            try:
+                told()
+            except Exception:
+                _log.exception("could not release a finished run's waiters")
+            except BaseException as exc:
+                interrupted = interrupted or exc
+        if interrupted is not None:
+            raise interrupted
 
     def _start_elsewhere(self, startable: list[TaskRun], then: list[Then]) -> None:
         """`_start_here` on another thread: the holder that ran the posted work was not
         reporting a task (a query, a submit, a pipeline release holding its own lock)."""
-        run_elsewhere(partial(self._start_here, startable, then), "chongming-scheduler")
+        try:
+            run_elsewhere(partial(self._start_here, startable, then), "chongming-scheduler")
+        except Exception:  # no thread to be had (a process limit, shutdown): start them here
+            _log.exception("could not start a scheduling thread; starting the runs here")
+            self._start_here(startable, then)
 
     def _dispatch_all(self, startable: list[TaskRun]) -> None:
         """Start runs taken by `_take_startable` (admitted, each holding its slot)."""
@@ -112,6 +122,11 @@ class ControllerFlow(ControllerBase):
             self._writer.record(snapshot, (transition,))
         if status is _S.STARTING or status is _S.RUNNING:
             return  # dispatched by _take_startable: out of the ready queue, holding its slot
+        if status is _S.QUEUED:
+            # nothing to account: a run reaches queued holding no slot (from pending,
+            # blocked, paused before its start or retry_wait), and its admission queues it;
+            # if it has moved on since, that move is told and accounted by itself (D38)
+            return
         # when another thread holds the lock, its holder does the accounting (and starts
         # what it releases) instead of this thread waiting for it (see SchedulingLock)
         startable = self._lock.run_or_post(

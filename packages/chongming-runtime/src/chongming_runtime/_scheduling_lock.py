@@ -144,20 +144,27 @@ class SchedulingLock:
         if self._depth:
             self._lock.release()
             return
-        while True:  # the outermost release
+        # the outermost release: let go, start what posted work released, and run what
+        # was posted meanwhile if nobody else took the lock to do it. A failure (even a
+        # KeyboardInterrupt) never skips a step: it is raised once all are done.
+        interrupted: BaseException | None = None
+        while True:
             after, then = self._after, self._then
             if after or then:
                 self._after, self._then = [], []
             self._lock.release()
             if after or then:
-                start(after, then)
+                try:
+                    start(after, then)
+                except BaseException as exc:
+                    interrupted = interrupted or exc
             if not self._posted or not self._lock.acquire(blocking=False):
-                return  # nothing posted meanwhile, or the new holder runs it
+                break  # nothing posted meanwhile, or the new holder runs it
             self._depth = 1
             try:
                 self._run_posted()
-            except BaseException:
-                self._depth = 0
-                self._lock.release()
-                raise
+            except BaseException as exc:  # the rest stays posted for the next holder
+                interrupted = interrupted or exc
             self._depth = 0
+        if interrupted is not None:
+            raise interrupted

@@ -86,6 +86,20 @@ class PersistFailure:
 _INLINE_ROUNDS = 4
 
 
+def _tell(callbacks: list[Callable[[], None]]) -> None:
+    """Call every callback; one that fails (or is interrupted) never skips the others."""
+    interrupted: BaseException | None = None
+    for callback in callbacks:
+        try:
+            callback()
+        except Exception:
+            _log.exception("a durable-write callback failed")
+        except BaseException as exc:  # KeyboardInterrupt: the rest first, then re-raised
+            interrupted = interrupted or exc
+    if interrupted is not None:
+        raise interrupted
+
+
 def _told() -> None:
     """The callback of a write whose caller waits itself (durable=True): only marks it taken."""
 
@@ -342,33 +356,31 @@ class StoreWriter:
         left = len(self._inbox)  # recorded later: left for the next flush
         callbacks: list[Callable[[], None]] = []
         ok = down = False
-        while True:
-            step = min(left, MAX_BATCH)
-            left -= step
-            callbacks.extend(self._take(step))
-            touches: dict[str, TouchUpdate] = {}
-            if not left:
-                with self._lock:
-                    touches = self._touches
-                    self._touches = {}
-            batch = self._pending
-            self._pending = {}
-            ok = True
-            if batch or touches:
-                # only flushes, serialised by the flush lock, and `forget` change versions
-                stored = self._stored_version
-                ok, down = self._write(batch, touches, {t: stored.get(t) for t in batch})
-            if not left:
-                break
-            if down:  # the rest stays pending untried (its callbacks are told below)
-                callbacks.extend(self._take(left))
-                break
-        self._healthy = ok
-        for callback in callbacks:  # each write was attempted (and is in the store if ok)
-            try:
-                callback()
-            except Exception:
-                _log.exception("a durable-write callback failed")
+        try:
+            while True:
+                step = min(left, MAX_BATCH)
+                left -= step
+                callbacks.extend(self._take(step))
+                touches: dict[str, TouchUpdate] = {}
+                if not left:
+                    with self._lock:
+                        touches = self._touches
+                        self._touches = {}
+                batch = self._pending
+                self._pending = {}
+                ok = True
+                if batch or touches:
+                    # only flushes, serialised by the flush lock, and `forget` change versions
+                    stored = self._stored_version
+                    ok, down = self._write(batch, touches, {t: stored.get(t) for t in batch})
+                if not left:
+                    break
+                if down:  # the rest stays pending untried (its callbacks are told below)
+                    callbacks.extend(self._take(left))
+                    break
+            self._healthy = ok
+        finally:  # even when interrupted: nobody may wait for a write that was taken
+            _tell(callbacks)
         return ok
 
     def _write(
@@ -572,8 +584,7 @@ class StoreWriter:
         if not flush:
             with self._flush_lock:
                 callbacks = self._take(len(self._inbox))
-            for callback in callbacks:  # nobody may wait for a flush that will not come
-                callback()
+            _tell(callbacks)  # nobody may wait for a flush that will not come
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)
