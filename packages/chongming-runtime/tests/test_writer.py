@@ -718,3 +718,36 @@ def test_an_interrupted_flush_still_tells_every_waiter() -> None:
         )
     assert told == ["t1"]  # its waiter is not left hanging
     writer.close(flush=False)
+
+
+def test_a_side_path_update_never_reaches_a_finished_tasks_row() -> None:
+    store = InMemoryTaskStore()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    clock = FakeClock()
+    until = clock.now()
+    machine = StateMachine(
+        StateMachine.create("t1", "x", clock=clock).snapshot.evolve(
+            lease_owner="me", lease_until=until
+        ),
+        clock=clock,
+    )
+    writer.record(machine.snapshot)
+    machine.mark_queued()
+    machine.mark_starting(executor="thread")
+    machine.mark_running()
+    writer.record(machine.snapshot, machine.transitions)
+    assert writer.flush()
+    # a renewal read while the task ran, recorded just before its terminal write is taken
+    writer.touch(TouchUpdate("t1", lease_owner="me", lease_until=until, progress=Progress(1)))
+    machine.mark_succeeded()
+    writer.record(machine.snapshot, machine.transitions[-1:])
+    assert writer.flush()
+    # and one recorded after the terminal write was made
+    writer.touch(TouchUpdate("t1", lease_owner="me", lease_until=until, progress=Progress(2)))
+    assert writer.flush()
+    stored = store.get("t1")
+    assert stored is not None
+    assert stored.status is TaskStatus.SUCCEEDED
+    assert stored.lease_until is None  # a finished task holds no lease
+    assert stored.progress is None
+    writer.close()

@@ -174,6 +174,9 @@ class StoreWriter:
         self._touches: dict[str, TouchUpdate] = {}
         self._stored_version: dict[str, int] = {}
         self._diverged: set[str] = set()
+        # tasks whose latest write taken is terminal: a side-path update (a lease renewal
+        # or progress read just before the task finished) must not reach their row
+        self._finished: set[str] = set()
         self._poisoned: set[str] = set()  # refused alone while other writes succeeded
         self._probe_from = 0  # where the next single-write probe starts (see `_save`)
         self._failures: deque[PersistFailure] = deque(maxlen=MAX_FAILURES)
@@ -277,7 +280,7 @@ class StoreWriter:
     def touch(self, update: TouchUpdate) -> None:
         """Queue a side-path update; merged with earlier ones for the same task."""
         with self._lock:
-            if update.task_id in self._diverged:
+            if update.task_id in self._diverged or update.task_id in self._finished:
                 return
             earlier = self._touches.get(update.task_id)
             if earlier is not None:
@@ -328,6 +331,7 @@ class StoreWriter:
         inbox = self._inbox
         pending = self._pending
         diverged = self._diverged
+        finished = self._finished
         callbacks: list[Callable[[], None]] = []
         for _ in range(count):
             write = inbox.popleft()
@@ -338,7 +342,13 @@ class StoreWriter:
             if isinstance(write, _Forget):  # pruned
                 pending.pop(task_id, None)
                 self._stored_version.pop(task_id, None)
-            elif task_id not in diverged:
+                finished.discard(task_id)
+                continue
+            if write.snapshot.status.is_terminal:
+                finished.add(task_id)
+            else:  # live (again: a retried task)
+                finished.discard(task_id)
+            if task_id not in diverged:
                 older = pending.get(task_id)
                 if older is None:
                     pending[task_id] = write
@@ -366,6 +376,8 @@ class StoreWriter:
                     with self._lock:
                         touches = self._touches
                         self._touches = {}
+                        for task_id in self._finished.intersection(touches):
+                            del touches[task_id]  # recorded before the task finished
                 batch = self._pending
                 self._pending = {}
                 ok = True
