@@ -423,11 +423,17 @@ class TaskRun(Supervision):
             finished.set()
 
     def _deliver(self) -> None:
-        """Tell the listeners about queued events, in order, outside the lock (never hold it)."""
+        """Tell the listeners about queued events, in order, outside the lock (never hold it).
+
+        A listener raising SystemExit or KeyboardInterrupt does not stop the telling: every
+        listener still hears every event and the run still ends (its waiters are told);
+        the first such exception is raised once everything was told.
+        """
+        interrupted: BaseException | None = None
         while True:
             with self._lock:
                 if self._delivering or not self._outbox:
-                    return
+                    break
                 self._delivering = True
                 batch, self._outbox = self._outbox, None
                 listeners = self._listeners
@@ -444,6 +450,8 @@ class TaskRun(Supervision):
                                 listener.on_transition(self, event.transition, event.snapshot)
                         except Exception:
                             _log.exception("listener %r failed on task %r", listener, self._task_id)
+                        except BaseException as exc:
+                            interrupted = interrupted or exc
                     if event.transition is not None and event.transition.to_status.is_terminal:
                         terminal = event.snapshot
             finally:
@@ -451,6 +459,8 @@ class TaskRun(Supervision):
                     self._delivering = False
                 if terminal is not None:
                     self._settle_told(terminal)
+        if interrupted is not None:
+            raise interrupted
 
     # ================================================================ attempts
     def _new_attempt(self) -> Attempt:
