@@ -467,8 +467,12 @@ class StoreWriter:
         the first few single writes fail too, the store itself is down: everything left is
         kept for the next flush without hammering the store.
         """
-        healthy = [t for t in writes if t not in self._poisoned]
-        suspects = [t for t in writes if t in self._poisoned]
+        poisoned = self._poisoned
+        if poisoned:
+            healthy = [t for t in writes if t not in poisoned]
+            suspects = [t for t in writes if t in poisoned]
+        else:  # the usual case: no quarantine to sort by
+            healthy, suspects = list(writes), []
         conflicts: list[ConcurrencyConflict] = []
         failed: dict[str, Exception] = {}
         if healthy:
