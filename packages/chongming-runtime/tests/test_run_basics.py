@@ -368,3 +368,46 @@ def test_admission_gates_every_attempt() -> None:
     assert admitted == [run]
     run.dispatch()
     assert run.wait(10).value == 1
+
+
+def test_ctrl_c_in_a_listener_on_the_main_thread_finishes_the_batch_and_leaves_the_rest() -> None:
+    """A KeyboardInterrupt raised by a listener while the main thread tells events is raised
+    once the batch under way is told; events queued meanwhile wait for the next delivery."""
+    from chongming_runtime._listeners import RunEvent
+
+    run = TaskRun(lambda ctx: None)
+    heard: list[str] = []
+
+    class Interrupts:
+        reports_quickly = True
+
+        def on_transition(self, run: TaskRun, transition: Any, snapshot: Any) -> None:
+            heard.append(f"t:{transition.to_status.value}")
+
+        def on_side_update(self, run: TaskRun, snapshot: Any) -> None:
+            heard.append("side")
+            if len(heard) == 1:
+                with run._lock:  # more comes in while this batch is being told
+                    run._queue_event(RunEvent(snapshot, None))
+                raise KeyboardInterrupt
+
+    class Other:
+        reports_quickly = True
+
+        def on_transition(self, run: TaskRun, transition: Any, snapshot: Any) -> None:
+            heard.append("other-t")
+
+        def on_side_update(self, run: TaskRun, snapshot: Any) -> None:
+            heard.append("other-side")
+
+    run.add_listener(Interrupts())
+    run.add_listener(Other())
+    snapshot = run.snapshot
+    with run._lock:
+        run._queue_event(RunEvent(snapshot, None))
+    assert threading.current_thread() is threading.main_thread()
+    with pytest.raises(KeyboardInterrupt):
+        run._deliver()
+    assert heard == ["side", "other-side"]  # the batch under way was told to everyone
+    run._deliver()  # the next delivery tells what was left
+    assert heard == ["side", "other-side", "side", "other-side"]

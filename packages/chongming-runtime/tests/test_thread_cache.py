@@ -12,10 +12,11 @@ import contextvars
 import threading
 import time
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
-from chongming_core import FakeClock, TaskStatus, Timeout
+from chongming_core import FakeClock, FixedBackoff, RetryPolicy, TaskStatus, Timeout
 from chongming_runtime import Controller, TaskContext, TaskRun
 from chongming_runtime.executors import thread as thread_executor
 from chongming_runtime.executors.thread import _ThreadCache
@@ -274,7 +275,6 @@ def test_a_finished_run_keeps_its_trajectory_but_not_its_attempt_machinery() -> 
 
 
 def test_the_log_buffer_is_made_by_the_first_line_and_shared_by_all_attempts() -> None:
-    from chongming_core import FixedBackoff, RetryPolicy
 
     controller = Controller(max_parallel=2)
     controller.register("quiet", lambda ctx: None)
@@ -411,7 +411,34 @@ def test_a_slow_listener_passes_the_kept_attempt_on() -> None:
 
 
 @pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
-def test_a_report_that_raises_still_starts_the_attempt_it_kept() -> None:
+def test_a_job_that_raises_after_keeping_a_launch_passes_it_on() -> None:
+    cache = _ThreadCache(idle_seconds=30)
+    ran: list[tuple[str, threading.Thread]] = []
+    done = threading.Event()
+    raised_on: list[threading.Thread] = []
+
+    def follower(tag: str) -> None:
+        ran.append((tag, threading.current_thread()))
+        done.set()
+
+    def leader(tag: str) -> None:
+        raised_on.append(threading.current_thread())
+        thread_executor.body_returned()
+        thread_executor.keeping_launch(lambda: cache.launch(follower, "next", "chongming-next"))
+        raise SystemExit("the report ends its thread")  # the kept job must not be lost
+
+    cache.launch(leader, "lead", "chongming-lead")
+    assert done.wait(10)
+    assert ran[0][0] == "next"
+    assert ran[0][1] is not raised_on[0]  # started on another thread
+    raised_on[0].join(10)
+    assert not raised_on[0].is_alive()
+    cache.clear()
+
+
+def test_a_listener_raising_system_exit_on_a_task_thread_still_starts_the_kept_attempt(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     controller = Controller(max_parallel=1)
     gate = threading.Event()
     body_threads: list[threading.Thread] = []
@@ -440,9 +467,47 @@ def test_a_report_that_raises_still_starts_the_attempt_it_kept() -> None:
     gate.set()
     assert second.wait(10).status is S.SUCCEEDED  # started on another thread
     assert controller.active_count == 0
-    # the listener's SystemExit ends the reporting thread, after every listener was told
-    # and the run ended: its waiters are not left hanging
+    # the listener's SystemExit on a task thread is logged and the telling goes on: the
+    # run ended and its waiters were told
     assert first.wait(10).status is S.SUCCEEDED
-    body_threads[0].join(10)  # it ends with the SystemExit, within this test
-    assert not body_threads[0].is_alive()
+    assert "raised SystemExit on task 'first'; the run goes on" in caplog.text
+    assert body_threads[0].is_alive()  # parked for the next attempt, not ended
+    controller.close(timeout=10)
+
+
+def test_a_listener_raising_system_exit_on_retry_wait_does_not_strand_the_retry(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+
+    controller = Controller(max_parallel=1)
+    calls: list[int] = []
+    go = threading.Event()
+
+    def flaky(ctx: object) -> str:
+        assert go.wait(10)
+        calls.append(1)
+        if len(calls) == 1:
+            raise ValueError("the first attempt fails")
+        return "ok"
+
+    class GivesUp:
+        reports_quickly = True
+
+        def on_transition(self, run: TaskRun, transition: Any, snapshot: object) -> None:
+            if transition.to_status is S.RETRY_WAIT:
+                raise SystemExit("the listener exits")
+
+        def on_side_update(self, run: TaskRun, snapshot: object) -> None:
+            """Not needed here."""
+
+    controller.register("flaky", flaky)
+    run = controller.submit(
+        "flaky", retry=RetryPolicy(max_attempts=2, backoff=FixedBackoff(0)), task_id="r1"
+    )
+    run.add_listener(GivesUp())
+    go.set()
+    outcome = run.wait(10)
+    assert outcome.status is S.SUCCEEDED
+    assert len(calls) == 2
+    assert [t.to_status for t in run.transitions].count(S.RETRY_WAIT) == 1
     controller.close(timeout=10)

@@ -751,3 +751,32 @@ def test_a_side_path_update_never_reaches_a_finished_tasks_row() -> None:
     assert stored.lease_until is None  # a finished task holds no lease
     assert stored.progress is None
     writer.close()
+
+
+def test_a_retried_task_takes_side_path_updates_again() -> None:
+    store = InMemoryTaskStore()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    clock = FakeClock()
+    machine = StateMachine.create("t1", "x", max_attempts=2, clock=clock)
+    writer.record(machine.snapshot)
+    machine.mark_queued()
+    machine.mark_starting(executor="thread")
+    machine.mark_running()
+    machine.mark_cancelled()
+    writer.record(machine.snapshot, machine.transitions)
+    assert writer.flush()
+    writer.touch(TouchUpdate("t1", progress=Progress(1)))  # finished: dropped
+    assert writer.flush()
+    stored = store.get("t1")
+    assert stored is not None
+    assert stored.progress is None
+    retried = StateMachine(machine.snapshot.evolve(status=TaskStatus.QUEUED), clock=clock)
+    writer.record(retried.snapshot)  # live again (as a controller retry writes it)
+    assert writer.flush()
+    writer.touch(TouchUpdate("t1", progress=Progress(2)))
+    assert writer.flush()
+    stored = store.get("t1")
+    assert stored is not None
+    assert stored.progress is not None
+    assert stored.progress.done == 2
+    writer.close()

@@ -176,7 +176,17 @@ class Supervision(Pausing):
                     self._redispatch = False
                     attempt = self._next_attempt()
                     admission_due, self._admission_due = self._admission_due, False
-                self._deliver()
+                try:
+                    self._deliver()
+                except BaseException:
+                    # interrupted while telling (Ctrl-C in a listener on the main thread):
+                    # still queue or launch the run, so it is never left starting or
+                    # unqueued holding its slot
+                    if admission_due and self._admission is not None:
+                        self._admission(self)  # type: ignore[arg-type]
+                    if attempt is not None:
+                        self._launch(attempt)
+                    raise
                 if admission_due and self._admission is not None:
                     self._admission(self)  # type: ignore[arg-type]
                 if attempt is not None:
@@ -259,9 +269,11 @@ class Supervision(Pausing):
             self._close_attempt(attempt)
             self._leave_suspension("the attempt ended before reaching a checkpoint")
             retry_now = self._settle(attempt, result)
-        self._deliver()
-        if retry_now:
-            self._kick()
+        try:
+            self._deliver()
+        finally:  # even when a listener interrupts the telling: the retry is due
+            if retry_now:
+                self._kick()
 
     def _settle(self, attempt: Attempt, result: AttemptResult) -> bool:
         """Record how the attempt ended; True when the next attempt is due at once."""

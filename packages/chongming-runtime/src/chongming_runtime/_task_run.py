@@ -425,12 +425,14 @@ class TaskRun(Supervision):
     def _deliver(self) -> None:
         """Tell the listeners about queued events, in order, outside the lock (never hold it).
 
-        A listener raising SystemExit or KeyboardInterrupt does not stop the telling: every
-        listener still hears every event and the run still ends (its waiters are told);
-        the first such exception is raised once everything was told.
+        A listener raising a BaseException (SystemExit, KeyboardInterrupt) never leaves the
+        run half told: on the main thread (Ctrl-C) the batch under way is finished (a
+        terminal event in it still ends the run and tells its waiters) and the exception
+        is raised at once, the rest left for the next delivery; on any other thread it
+        can only end that thread, so it is logged and the telling goes on.
         """
         interrupted: BaseException | None = None
-        while True:
+        while interrupted is None:
             with self._lock:
                 if self._delivering or not self._outbox:
                     break
@@ -451,7 +453,15 @@ class TaskRun(Supervision):
                         except Exception:
                             _log.exception("listener %r failed on task %r", listener, self._task_id)
                         except BaseException as exc:
-                            interrupted = interrupted or exc
+                            if threading.current_thread() is not threading.main_thread():
+                                _log.exception(
+                                    "listener %r raised %s on task %r; the run goes on",
+                                    listener,
+                                    type(exc).__name__,
+                                    self._task_id,
+                                )
+                            elif interrupted is None:
+                                interrupted = exc
                     if event.transition is not None and event.transition.to_status.is_terminal:
                         terminal = event.snapshot
             finally:
