@@ -312,3 +312,20 @@ def test_failure_round_trips() -> None:
     restored = Failure.from_dict(json.loads(json.dumps(failure.to_dict())))
     assert restored == failure
     assert restored.traceback == "tb"
+
+
+def test_new_transition_is_the_frozen_dataclass_built_directly() -> None:
+    import pickle
+
+    from chongming_core._records import new_transition
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    args = ("t1", TaskStatus.QUEUED, TaskStatus.STARTING, "launch", "me", None, 2, at)
+    made = new_transition(*args)
+    plain = Transition(*args)
+    assert type(made) is Transition
+    assert made == plain
+    assert hash(made) == hash(plain)
+    assert pickle.loads(pickle.dumps(made)) == plain
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.actor = "someone else"  # type: ignore[misc]

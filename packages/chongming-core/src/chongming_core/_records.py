@@ -373,6 +373,37 @@ def _fill(new: Any, v: list[Any]) -> None:
     new.attempts = v[28]
 
 
+class _UnfrozenTransition:
+    """The slot layout of `Transition` without its frozen ``__setattr__`` (as `_Unfrozen`)."""
+
+    __slots__ = tuple(f.name for f in dataclasses.fields(Transition))
+
+
+def new_transition(
+    task_id: str,
+    from_status: TaskStatus,
+    to_status: TaskStatus,
+    trigger: str,
+    actor: str,
+    reason: str | None,
+    status_version: int,
+    at: datetime,
+) -> Transition:
+    """``Transition(...)`` for the state machine: the same object, made with plain
+    attribute stores instead of the frozen dataclass's ``object.__setattr__`` per field."""
+    t: Any = _new_object(_UnfrozenTransition)
+    t.task_id = task_id
+    t.from_status = from_status
+    t.to_status = to_status
+    t.trigger = trigger
+    t.actor = actor
+    t.reason = reason
+    t.status_version = status_version
+    t.at = at
+    t.__class__ = Transition
+    return t  # type: ignore[no-any-return]
+
+
 def snapshots_by_id(snapshots: Iterable[TaskSnapshot]) -> dict[str, TaskSnapshot]:
     """Index snapshots by task id."""
     return {s.task_id: s for s in snapshots}

@@ -19,7 +19,7 @@ from chongming_core import _triggers as trig
 from chongming_core._clock import SYSTEM_CLOCK, Clock
 from chongming_core._errors import AttemptsExhausted, ConfigurationError, InvalidTransition
 from chongming_core._failure import Failure, FailureKind
-from chongming_core._records import AttemptRecord, TaskSnapshot, Transition
+from chongming_core._records import AttemptRecord, TaskSnapshot, Transition, new_transition
 from chongming_core._status import (
     ACTIVE_STATUSES,
     NON_TERMINAL_STATUSES,
@@ -230,15 +230,8 @@ class StateMachine:
                 "attempts", (*snap.attempts, self._attempt_record(target, now, changes))
             )
         new = snap.evolve(status=target, status_version=version, updated_at=now, **changes)
-        record = Transition(
-            task_id=snap.task_id,
-            from_status=snap.status,
-            to_status=target,
-            trigger=trigger,
-            actor=actor,
-            reason=reason,
-            status_version=version,
-            at=now,
+        record = new_transition(
+            snap.task_id, snap.status, target, trigger, actor, reason, version, now
         )
         self._snapshot = new
         self._transitions.append(record)
