@@ -370,13 +370,14 @@ def test_admission_gates_every_attempt() -> None:
     assert run.wait(10).value == 1
 
 
-def test_ctrl_c_in_a_listener_on_the_main_thread_finishes_the_batch_and_leaves_the_rest() -> None:
+def test_ctrl_c_in_a_listener_on_the_main_thread_finishes_the_batch_and_hands_on_the_rest() -> None:
     """A KeyboardInterrupt raised by a listener while the main thread tells events is raised
-    once the batch under way is told; events queued meanwhile wait for the next delivery."""
+    once the batch under way is told; events queued meanwhile are told by another thread."""
     from chongming_runtime._listeners import RunEvent
 
     run = TaskRun(lambda ctx: None)
     heard: list[str] = []
+    threads: list[threading.Thread] = []
 
     class Interrupts:
         reports_quickly = True
@@ -386,6 +387,7 @@ def test_ctrl_c_in_a_listener_on_the_main_thread_finishes_the_batch_and_leaves_t
 
         def on_side_update(self, run: TaskRun, snapshot: Any) -> None:
             heard.append("side")
+            threads.append(threading.current_thread())
             if len(heard) == 1:
                 with run._lock:  # more comes in while this batch is being told
                     run._queue_event(RunEvent(snapshot, None))
@@ -408,6 +410,48 @@ def test_ctrl_c_in_a_listener_on_the_main_thread_finishes_the_batch_and_leaves_t
     assert threading.current_thread() is threading.main_thread()
     with pytest.raises(KeyboardInterrupt):
         run._deliver()
-    assert heard == ["side", "other-side"]  # the batch under way was told to everyone
-    run._deliver()  # the next delivery tells what was left
+    assert heard[:2] == ["side", "other-side"]  # the batch under way was told to everyone
+    for _ in range(1000):  # what was queued meanwhile is told by another thread
+        if len(heard) == 4:
+            break
+        time.sleep(0.005)
     assert heard == ["side", "other-side", "side", "other-side"]
+    assert threads[0] is threading.main_thread()
+    assert threads[1] is not threading.main_thread()
+
+
+def test_ctrl_c_on_the_main_thread_never_strands_events_other_threads_left_to_it() -> None:
+    """While the main thread tells `stopping`, the body unwinds on its own thread and queues
+    `stopped` for the main thread to tell; a Ctrl-C in the listener must not strand it."""
+    started = threading.Event()
+
+    def body(ctx: Any) -> None:
+        started.set()
+        while True:
+            ctx.checkpoint()
+            time.sleep(0.005)
+
+    run = TaskRun(body, task_id="a")
+
+    class Interrupts:
+        reports_quickly = True
+
+        def on_transition(self, r: TaskRun, transition: Any, snapshot: Any) -> None:
+            if (
+                transition.to_status is TaskStatus.STOPPING
+                and threading.current_thread() is threading.main_thread()
+            ):
+                deadline = time.monotonic() + 5
+                while not r._machine.status.is_terminal and time.monotonic() < deadline:
+                    time.sleep(0.01)  # the body unwinds meanwhile: `stopped` is queued
+                raise KeyboardInterrupt
+
+        def on_side_update(self, r: TaskRun, snapshot: Any) -> None:
+            """Not needed here."""
+
+    run.add_listener(Interrupts())
+    run.start()
+    assert started.wait(5)
+    with pytest.raises(KeyboardInterrupt):
+        run.stop("bye")
+    assert run.wait(5).status is TaskStatus.STOPPED  # told by another thread, not stranded

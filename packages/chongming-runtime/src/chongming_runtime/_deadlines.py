@@ -91,9 +91,11 @@ class Deadlines(RunCore):
                 return
         if force is not None and force.handle is not None:
             force.handle.force_stop(self._clock)
-        self._deliver()
-        if retry_now:
-            self._kick()
+        try:
+            self._deliver()
+        finally:  # even when a listener interrupts the telling: the retry is due
+            if retry_now:
+                self._kick()
 
     def _arm_deadlines(self, attempt: Attempt, now: float) -> None:
         per_attempt = self._timeout.per_attempt

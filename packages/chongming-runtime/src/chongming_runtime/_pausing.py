@@ -148,9 +148,11 @@ class Pausing(Deadlines):
                 self._resolve_pause(False)
             else:
                 return False
-        self._deliver()
-        if requeued:
-            self._kick()
+        try:
+            self._deliver()
+        finally:  # even when a listener interrupts the telling: the run is queued again
+            if requeued:
+                self._kick()
         return True
 
     # ================================================================ checkpoint hold

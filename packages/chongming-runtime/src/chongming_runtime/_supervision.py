@@ -45,6 +45,7 @@ from chongming_runtime._attempt import Attempt, AttemptResult, ResultKind
 from chongming_runtime._command import CommandFailed
 from chongming_runtime._pausing import Pausing
 from chongming_runtime._results import result_failure, result_problem
+from chongming_runtime.executors.thread import run_elsewhere
 
 if TYPE_CHECKING:
     pass
@@ -109,7 +110,12 @@ class Supervision(Pausing):
             if status in {_S.PENDING, _S.BLOCKED}:
                 self._record(self._machine.mark_queued(actor=self._actor))
             self._arm_start_timeout()
-        self._deliver()
+        try:
+            self._deliver()
+        except BaseException:  # a listener interrupted the telling: still dispatch it
+            if not self._executor.inline:  # (an inline body would hold the interrupt)
+                self._dispatch()
+            raise
         if self._executor.inline:
             self._drive_inline()
         else:
@@ -196,9 +202,12 @@ class Supervision(Pausing):
                     if not self._redispatch:
                         self._dispatching = False
                         return
-        except BaseException:
+        except BaseException:  # interrupted (Ctrl-C in a listener on the main thread)
             with self._lock:
                 self._dispatching = False
+                again = self._redispatch
+            if again:  # a kick that came meanwhile is never lost: another thread takes it
+                run_elsewhere(self._dispatch, f"chongming-dispatch-{self._task_id}")
             raise
 
     def _next_attempt(self) -> Attempt | None:

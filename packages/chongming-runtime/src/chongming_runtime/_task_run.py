@@ -50,7 +50,7 @@ from chongming_runtime._listeners import RunEvent, RunListener
 from chongming_runtime._outcome import TaskOutcome
 from chongming_runtime._supervision import Supervision
 from chongming_runtime.executors._base import Executor
-from chongming_runtime.executors.thread import ThreadExecutor, hand_over
+from chongming_runtime.executors.thread import ThreadExecutor, hand_over, run_elsewhere
 
 __all__ = ["TaskRun"]
 
@@ -427,9 +427,9 @@ class TaskRun(Supervision):
 
         A listener raising a BaseException (SystemExit, KeyboardInterrupt) never leaves the
         run half told: on the main thread (Ctrl-C) the batch under way is finished (a
-        terminal event in it still ends the run and tells its waiters) and the exception
-        is raised at once, the rest left for the next delivery; on any other thread it
-        can only end that thread, so it is logged and the telling goes on.
+        terminal event in it still ends the run and tells its waiters), the events queued
+        meanwhile are told by another thread, and the exception is raised at once; on any
+        other thread it can only end that thread, so it is logged and the telling goes on.
         """
         interrupted: BaseException | None = None
         while interrupted is None:
@@ -470,6 +470,11 @@ class TaskRun(Supervision):
                 if terminal is not None:
                     self._settle_told(terminal)
         if interrupted is not None:
+            if self._outbox:  # queued by threads that left it to this one: never stranded
+                try:
+                    run_elsewhere(self._deliver, f"chongming-deliver-{self._task_id}")
+                except Exception:  # no thread to be had: tell them here first
+                    self._deliver()
             raise interrupted
 
     # ================================================================ attempts
