@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from chongming_core import ConfigurationError, StoreError, TaskSnapshot, TaskStore
@@ -81,6 +81,7 @@ def test_cli_control_and_lookup_by_any_id(cli_db: str, command: str, task_id: st
 
 @SETTINGS
 @given(task_id=ids, reason=text)
+@example(task_id="--", reason="\n")  # argparse quotes the stray argument, line break and all
 def test_cli_stop_with_any_reason(cli_db: str, task_id: str, reason: str) -> None:
     check_clean(*run_cli("--db", cli_db, "stop", task_id, "--reason", reason))
 

@@ -455,3 +455,42 @@ def test_ctrl_c_on_the_main_thread_never_strands_events_other_threads_left_to_it
     with pytest.raises(KeyboardInterrupt):
         run.stop("bye")
     assert run.wait(5).status is TaskStatus.STOPPED  # told by another thread, not stranded
+
+
+def test_a_dispatch_requested_while_an_interrupted_one_unwinds_is_never_lost(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Ctrl-C while `starting` is told on the main thread; the launch fails (no thread), the
+    failure asks for a retry at once while the interrupted dispatch unwinds, and even the
+    hand-off of that retry finds no thread: it is taken on this thread, and the run ends."""
+    from chongming_core import FixedBackoff, RetryPolicy
+    from chongming_runtime.executors import thread as thread_executor
+
+    launch = thread_executor._ThreadCache.launch
+    failures = [2]
+
+    def no_thread_twice(self: Any, target: Any, arg: Any, name: str) -> Any:
+        if failures[0] > 0:
+            failures[0] -= 1
+            raise RuntimeError("can't start new thread")
+        return launch(self, target, arg, name)
+
+    monkeypatch.setattr(thread_executor._ThreadCache, "launch", no_thread_twice)
+
+    class Interrupts:
+        reports_quickly = True
+        told = 0
+
+        def on_transition(self, r: TaskRun, transition: Any, snapshot: Any) -> None:
+            if transition.to_status is TaskStatus.STARTING and Interrupts.told == 0:
+                Interrupts.told += 1
+                raise KeyboardInterrupt
+
+        def on_side_update(self, r: TaskRun, snapshot: Any) -> None:
+            """Not needed here."""
+
+    run = TaskRun(lambda ctx: 1, retry=RetryPolicy(max_attempts=3, backoff=FixedBackoff(0)))
+    run.add_listener(Interrupts())
+    with pytest.raises(KeyboardInterrupt):  # the interrupt, not the thread failure
+        run.start()
+    assert run.wait(10).status is TaskStatus.SUCCEEDED

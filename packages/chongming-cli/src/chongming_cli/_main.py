@@ -23,6 +23,14 @@ from chongming_core import (
 __all__ = ["main"]
 
 
+def _one_line(text: str) -> str:
+    """`text` with line breaks and other control characters escaped (as ``\\n``): an
+    error names what the user typed, and what they typed must not break the line."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+
+
 def _describe(exc: BaseException) -> str:
     """One line saying what was wrong and what to do."""
     if isinstance(exc, CliError):
@@ -58,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:
-        console.note(f"{PROG}: error: {exc.message}")
+        console.note(f"{PROG}: error: {_one_line(exc.message)}")
         return EXIT_FAILED
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else EXIT_FAILED
@@ -72,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (Exception, KeyboardInterrupt) as exc:
         if debug:
             console.note(scrub("".join(traceback.format_exception(exc)).rstrip(), secrets))
-        console.note(f"{PROG}: error: {scrub(_describe(exc), secrets)}")
+        console.note(f"{PROG}: error: {_one_line(scrub(_describe(exc), secrets))}")
         return exc.code if isinstance(exc, CliError) else EXIT_FAILED
     finally:
         try:

@@ -207,7 +207,10 @@ class Supervision(Pausing):
                 self._dispatching = False
                 again = self._redispatch
             if again:  # a kick that came meanwhile is never lost: another thread takes it
-                run_elsewhere(self._dispatch, f"chongming-dispatch-{self._task_id}")
+                try:
+                    run_elsewhere(self._dispatch, f"chongming-dispatch-{self._task_id}")
+                except Exception:  # no thread to be had: take it here first
+                    self._dispatch()
             raise
 
     def _next_attempt(self) -> Attempt | None:
