@@ -12,6 +12,7 @@ from chongming_core import (
     TouchUpdate,
     Transition,
 )
+from chongming_runtime._call_each import call_each
 from chongming_runtime._controller_base import ControllerBase
 from chongming_runtime._scheduling_lock import Then
 from chongming_runtime._task_run import TaskRun
@@ -49,21 +50,12 @@ class ControllerFlow(ControllerBase):
         self._dispatch_all(startable)
 
     def _start_here(self, startable: list[TaskRun], then: list[Then]) -> None:
-        """Start runs that posted scheduling work made startable, then tell its waiters."""
-        interrupted: BaseException | None = None
+        """Start runs that posted scheduling work made startable, then tell its waiters
+        (even when a start is interrupted)."""
         try:
             self._dispatch_all(startable)
-        except BaseException as exc:  # KeyboardInterrupt: the waiters first, then re-raised
-            interrupted = exc
-        for told in then:
-            try:
-                told()
-            except Exception:
-                _log.exception("could not release a finished run's waiters")
-            except BaseException as exc:
-                interrupted = interrupted or exc
-        if interrupted is not None:
-            raise interrupted
+        finally:
+            call_each(then, _log, "could not release a finished run's waiters")
 
     def _start_elsewhere(self, startable: list[TaskRun], then: list[Then]) -> None:
         """`_start_here` on another thread: the holder that ran the posted work was not

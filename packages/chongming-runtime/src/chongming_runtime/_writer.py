@@ -53,6 +53,7 @@ from chongming_core import (
     Transition,
 )
 from chongming_core._clock import SYSTEM_CLOCK, Clock
+from chongming_runtime._call_each import call_each
 from chongming_runtime.executors.thread import hand_over
 
 __all__ = ["PersistFailure", "StoreWriter"]
@@ -87,17 +88,8 @@ _INLINE_ROUNDS = 4
 
 
 def _tell(callbacks: list[Callable[[], None]]) -> None:
-    """Call every callback; one that fails (or is interrupted) never skips the others."""
-    interrupted: BaseException | None = None
-    for callback in callbacks:
-        try:
-            callback()
-        except Exception:
-            _log.exception("a durable-write callback failed")
-        except BaseException as exc:  # KeyboardInterrupt: the rest first, then re-raised
-            interrupted = interrupted or exc
-    if interrupted is not None:
-        raise interrupted
+    """Call every durable-write callback; one that fails never skips the others."""
+    call_each(callbacks, _log, "a durable-write callback failed")
 
 
 def _told() -> None:
