@@ -755,3 +755,59 @@ def _fails_once() -> Callable[[Any], str]:
         return "ran"
 
     return body
+
+
+def test_a_submit_that_races_close_is_refused_not_left_behind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """close() snapshots the runs it stops and waits for; a submit that checked "not closing"
+    just before must not slip a run in after that snapshot (close would neither wait for it
+    nor keep the store open for its writes)."""
+    controller = Controller(store=InMemoryTaskStore(), max_parallel=2)
+    controller.register("noop", lambda ctx: "ok")
+    closed: list[list[Any]] = []
+    real_new_id = controller._new_task_id
+
+    def closing_meanwhile(name: str, task_id: str | None) -> str:
+        chosen = real_new_id(name, task_id)
+        closer = threading.Thread(target=lambda: closed.append(controller.close(timeout=WAIT)))
+        closer.start()
+        closer.join(WAIT)  # close() ran to its end between the check and the run's making
+        return chosen
+
+    monkeypatch.setattr(controller, "_new_task_id", closing_meanwhile)
+    with pytest.raises(ConfigurationError, match="closed"):
+        controller.submit("noop")
+    assert closed == [[]]
+    assert controller.runs() == []
+
+
+def test_an_interrupted_dispatch_still_starts_the_other_runs_it_had_taken(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A Ctrl-C while the main thread starts runs that each hold a slot: the runs after the
+    interrupted one are started elsewhere, never left admitted, unstarted and holding slots."""
+    controller = Controller(store=InMemoryTaskStore(), max_parallel=2)
+    try:
+        controller.register("noop", lambda ctx: "ok")
+        taken: list[TaskRun] = []
+        with monkeypatch.context() as patch:
+            patch.setattr(controller, "_dispatch_all", taken.extend)
+            first = controller.submit("noop")
+            second = controller.submit("noop")
+        assert taken == [first, second]  # admitted with their slots, not started yet
+        real_kick = TaskRun._kick
+
+        def interrupted_after(run: TaskRun) -> None:
+            real_kick(run)
+            if run is first:
+                raise KeyboardInterrupt  # as a listener on the main thread would (D43)
+
+        monkeypatch.setattr(TaskRun, "_kick", interrupted_after)
+        with pytest.raises(KeyboardInterrupt):
+            controller._dispatch_all(taken)
+        assert first.wait(WAIT).status is S.SUCCEEDED
+        assert second.wait(WAIT).status is S.SUCCEEDED
+        assert controller.active_count == 0
+    finally:
+        controller.close(timeout=WAIT)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import pytest
 
@@ -580,7 +581,8 @@ def test_recording_never_waits_for_a_lock_a_flush_or_another_recorder_holds() ->
         recorder.start()
         assert returned.wait(10)  # recorded without waiting for either lock
     recorder.join(10)
-    assert writer.pending_count == 1  # t2 recorded (t1 is being written)
+    # t2 recorded; t1 is being written, not in the store yet: both still pending
+    assert writer.pending_count == 2
     store.gate.set()
     flusher.join(10)
     assert writer.flush()
@@ -779,4 +781,64 @@ def test_a_retried_task_takes_side_path_updates_again() -> None:
     assert stored is not None
     assert stored.progress is not None
     assert stored.progress.done == 2
+    writer.close()
+
+
+def _interrupting_once(method: str) -> InMemoryTaskStore:
+    """A store whose `method` raises KeyboardInterrupt on its first call (a Ctrl-C there)."""
+    store = InMemoryTaskStore()
+    real = getattr(store, method)
+    armed = [True]
+
+    def once(*args: Any) -> Any:
+        if armed:
+            armed.clear()
+            raise KeyboardInterrupt
+        return real(*args)
+
+    setattr(store, method, once)
+    return store
+
+
+def test_an_interrupted_flush_keeps_the_writes_it_had_taken() -> None:
+    """A Ctrl-C inside the store's write (the main thread flushing) must not drop the batch:
+    the next flush writes it, history and all."""
+
+    store = _interrupting_once("save_many")
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    machine = StateMachine.create("t1", "x", clock=FakeClock())
+    writer.record(machine.snapshot)
+    machine.mark_queued()
+    machine.mark_starting(executor="thread")
+    writer.record(machine.snapshot, machine.transitions)
+    with pytest.raises(KeyboardInterrupt):
+        writer.flush()
+    assert writer.pending_count == 1  # still waiting, not forgotten
+    machine.mark_running()
+    writer.record(machine.snapshot, machine.transitions[-1:])
+    assert writer.flush()
+    stored = store.get("t1")
+    assert stored is not None
+    assert stored.status is TaskStatus.RUNNING
+    assert [t.to_status for t in store.history("t1")] == [
+        TaskStatus.QUEUED,
+        TaskStatus.STARTING,
+        TaskStatus.RUNNING,
+    ]
+    writer.close()
+
+
+def test_an_interrupted_flush_keeps_the_touches_it_had_taken() -> None:
+    store = _interrupting_once("touch_many")
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    machine = StateMachine.create("t1", "x", clock=FakeClock())
+    writer.record(machine.snapshot)
+    assert writer.flush()
+    writer.touch(TouchUpdate("t1", progress=Progress(3, total=10)))
+    with pytest.raises(KeyboardInterrupt):
+        writer.flush()
+    assert writer.flush()
+    stored = store.get("t1")
+    assert stored is not None
+    assert stored.progress == Progress(3, total=10)
     writer.close()

@@ -74,6 +74,9 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+_CLOSED = "this controller is closed; create a new one to submit"
+
+
 class Controller(ControllerControls, ControllerQueries, ControllerFlow):
     """Manage many tasks: register names, submit, query, control, recover.
 
@@ -352,7 +355,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         executor: Executor | None,
     ) -> dict[str, Any]:
         if self._closing:
-            raise ConfigurationError("this controller is closed; create a new one to submit")
+            raise ConfigurationError(_CLOSED)
         if label is not None and not isinstance(label, str):
             raise ConfigurationError(f"label must be a string, got {label!r}")
         refuse_nul("label", label)
@@ -410,6 +413,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         *,
         upstream: Mapping[str, Any] | None = None,
         replacing: TaskRun | None = None,
+        pipeline_node: bool = False,
     ) -> TaskRun:
         run = TaskRun(
             fn,
@@ -430,6 +434,10 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         )
         task_id = machine.task_id
         with self._lock:
+            if self._closing and not pipeline_node:
+                # checked again here: a submit or retry that passed the first check while
+                # close() took its list of runs would make one close() never waits for
+                raise ConfigurationError(_CLOSED)
             # one run per id: a second submit under the same explicit id, or a second retry
             # of the same finished run, loses the race here instead of orphaning a run
             if self._runs.get(task_id) is not replacing:
@@ -493,7 +501,8 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         """Stop everything held here and wait for it: queued tasks end ``stopped`` without their
         body ever running (R4); running ones get their graceful window.
 
-        Returns the outcomes; raises `TimeoutError` if some task did not finish in `timeout`.
+        Returns the outcomes of every run held here (pipeline nodes released while closing
+        included); raises `TimeoutError` if some task did not finish in `timeout`.
         """
         with self._lock:
             if self._closed:
@@ -502,14 +511,19 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
             self._close_reason = reason
             runs = list(self._runs.values())
         self._pipelines.stop_all(reason)
-        for run in runs:
-            run.stop(reason, actor=self.owner)
         deadline = None if timeout is None else time.monotonic() + timeout
         outcomes = []
+        seen: set[int] = set()
         try:
-            for run in runs:
-                left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                outcomes.append(run.wait(left))
+            while runs:
+                seen.update(id(run) for run in runs)
+                for run in runs:
+                    run.stop(reason, actor=self.owner)
+                for run in runs:
+                    left = None if deadline is None else max(0.0, deadline - time.monotonic())
+                    outcomes.append(run.wait(left))
+                with self._lock:  # made meanwhile: a node released as its upstream finished
+                    runs = [run for run in self._runs.values() if id(run) not in seen]
         finally:
             with self._lock:
                 self._closed = True

@@ -74,6 +74,7 @@ class ControllerBase:
         *,
         upstream: Mapping[str, Any] | None = None,
         replacing: TaskRun | None = None,
+        pipeline_node: bool = False,
     ) -> TaskRun:
         raise NotImplementedError
 

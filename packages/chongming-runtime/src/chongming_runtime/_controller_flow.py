@@ -68,11 +68,18 @@ class ControllerFlow(ControllerBase):
 
     def _dispatch_all(self, startable: list[TaskRun]) -> None:
         """Start runs taken by `_take_startable` (admitted, each holding its slot)."""
-        for ready in startable:
+        for index, ready in enumerate(startable):
             try:
                 ready._kick()
             except Exception:  # one failure must not keep the others from starting
                 _log.exception("could not start task %r", ready.task_id)
+            except BaseException:
+                # a Ctrl-C on the main thread (D43): the runs after this one hold their
+                # slots; another thread starts them, so none is left admitted but unstarted
+                rest = startable[index + 1 :]
+                if rest:
+                    self._start_elsewhere(rest, [])
+                raise
 
     def _take_startable(self) -> list[TaskRun]:
         """Pop every queued run that fits now, admit it and take its capacity. Call under

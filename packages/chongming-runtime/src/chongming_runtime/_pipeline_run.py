@@ -297,6 +297,7 @@ class PipelineCoordinator:
                 node.definition.kwargs,
                 node.options,
                 upstream=upstream,
+                pipeline_node=True,  # made while closing too: its admission stops it (R4)
             )
             node.run = run
             node.machine = None

@@ -370,13 +370,20 @@ class StoreWriter:
                         self._touches = {}
                         for task_id in self._finished.intersection(touches):
                             del touches[task_id]  # recorded before the task finished
+                # the writes stay in `_pending` until the store answered for them, and the
+                # touches taken are put back unless written: a Ctrl-C in the middle of a
+                # store's write (the main thread flushing) drops nothing
                 batch = self._pending
-                self._pending = {}
                 ok = True
                 if batch or touches:
-                    # only flushes, serialised by the flush lock, and `forget` change versions
-                    stored = self._stored_version
-                    ok, down = self._write(batch, touches, {t: stored.get(t) for t in batch})
+                    try:
+                        # only flushes (serialised by the flush lock) and `forget` change
+                        # versions
+                        stored = self._stored_version
+                        ok, down = self._write(batch, touches, {t: stored.get(t) for t in batch})
+                    except BaseException:
+                        self._requeue_touches(touches)  # they only set fields: idempotent
+                        raise
                 if not left:
                     break
                 if down:  # the rest stays pending untried (its callbacks are told below)
@@ -393,7 +400,9 @@ class StoreWriter:
         touches: dict[str, TouchUpdate],
         expected: dict[str, int | None],
     ) -> tuple[bool, bool]:
-        """Write; returns (everything went in, the store is down)."""
+        """Write; returns (everything went in, the store is down). `batch` is `_pending`:
+        a write leaves it once the store took it, or refused it for a conflict (the store's
+        version wins); the others stay, in their order, for the next flush."""
         decorate = self._decorate
         task_ids = list(batch)
         failed: dict[str, Exception] = {}
@@ -421,6 +430,9 @@ class StoreWriter:
             }
             with self._lock:  # one C-level update: the lock is held for no Python code
                 self._stored_version.update(stored)
+            for task_id in chunk:
+                if task_id not in chunk_failed:
+                    del batch[task_id]
             for conflict in conflicts:
                 self._on_conflict(conflict)
             failed.update(chunk_failed)
@@ -431,7 +443,6 @@ class StoreWriter:
                     failed[task_id] = cause
                 break
         if failed:  # kept in their first order: each flush's probes then start elsewhere
-            self._requeue({t: batch[t] for t in task_ids if t in failed}, {})
             by_error: dict[str, list[str]] = {}
             for task_id, exc in failed.items():
                 by_error.setdefault(f"{type(exc).__name__}: {exc}", []).append(task_id)
@@ -443,7 +454,7 @@ class StoreWriter:
                 # side-path values, and touch_many only changes the fields it names
                 self._store.touch_many(list(touches.values()))
             except Exception as exc:  # a store's own bug too: the writes stay pending
-                self._requeue({}, touches)
+                self._requeue_touches(touches)
                 self._fail("touch_many", tuple(touches), exc)
                 return False, True
         return not failed, down
@@ -506,13 +517,8 @@ class StoreWriter:
             self._poisoned.update(failed)
         return conflicts, failed
 
-    def _requeue(self, batch: dict[str, _Write], touches: dict[str, TouchUpdate]) -> None:
-        for task_id, failed in batch.items():  # `_pending` is the flush lock's
-            newer = self._pending.get(task_id)
-            if newer is None:
-                self._pending[task_id] = failed
-            else:
-                newer.transitions = [*failed.transitions, *newer.transitions]
+    def _requeue_touches(self, touches: dict[str, TouchUpdate]) -> None:
+        """Put touches that were not written back, under any recorded since."""
         with self._lock:
             for task_id, update in touches.items():
                 newer_touch = self._touches.get(task_id)
