@@ -811,3 +811,16 @@ def test_an_interrupted_dispatch_still_starts_the_other_runs_it_had_taken(
         assert controller.active_count == 0
     finally:
         controller.close(timeout=WAIT)
+
+
+def test_retry_of_a_running_task_says_to_wait_for_it(
+    make_controller: Callable[..., Controller], gate: Gate
+) -> None:
+    controller = make_controller(max_parallel=1)
+    controller.register("gated", gate.body)
+    run = controller.submit("gated", task_id="busy")
+    gate.wait_started()
+    with pytest.raises(ConfigurationError, match=r"cannot be retried yet: it is still running"):
+        controller.retry("busy")
+    gate.open.set()
+    assert run.wait(WAIT).status is S.SUCCEEDED

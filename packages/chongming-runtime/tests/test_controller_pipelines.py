@@ -371,3 +371,34 @@ def _submit_join(
     b = pipeline.node("b", node_id="b")
     pipeline.node("join", node_id="join", depends_on=[a, b])
     return controller.submit_pipeline(pipeline)
+
+
+def test_a_pipeline_node_is_not_retried_alone(controller: Controller) -> None:
+    """Its downstream nodes were settled by its first end: a node re-run alone would turn a
+    failed pipeline's outcome into something nobody ran. The pipeline is submitted again."""
+    calls: list[int] = []
+
+    def flaky(ctx: Any) -> int:
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("first try fails")
+        return 1
+
+    controller.register("flaky", flaky)
+    controller.register("after", lambda ctx: ctx.input("flaky"))
+    pipeline = Pipeline("p")
+    first = pipeline.node("flaky")
+    pipeline.node("after", depends_on=[first])
+    prun = controller.submit_pipeline(pipeline)
+    outcome = prun.wait(WAIT)
+    assert outcome.status is S.FAILED
+    node_id = outcome.nodes["flaky"].snapshot.task_id
+    with pytest.raises(ConfigurationError, match="submit the pipeline again"):
+        controller.retry(node_id)
+    assert calls == [1]  # not run again
+    assert prun.wait(WAIT).status is S.FAILED  # the pipeline's outcome is unchanged
+    stored = controller.get(node_id)
+    assert stored is not None
+    assert stored.status is S.FAILED
+    again = controller.submit_pipeline(pipeline)
+    assert again.wait(WAIT).status is S.SUCCEEDED

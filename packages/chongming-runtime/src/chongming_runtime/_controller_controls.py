@@ -97,7 +97,8 @@ class ControllerControls(ControllerBase):
 
         Raises:
             ConfigurationError: the task is not held here (its function and arguments are
-                only known where it was submitted), or it is not finished.
+                only known where it was submitted), it is not finished, or it is a pipeline
+                node (submit the pipeline again).
         """
         with self._lock:
             run = self._runs.get(task_id)
@@ -108,9 +109,24 @@ class ControllerControls(ControllerBase):
                 "and arguments are only known where it was submitted — resubmit it under a "
                 "new task id"
             )
-        if not run.done:
+        snapshot = run.snapshot
+        if snapshot.pipeline_id is not None:
+            # its downstream nodes were settled by its first end (D46)
             raise ConfigurationError(
-                f"task {task_id!r} is still {run.status.value}; wait for it to finish first"
+                f"task {task_id!r} is node {snapshot.node_id!r} of pipeline "
+                f"{snapshot.pipeline_id!r}, which was settled by the node's end; a node is not "
+                "retried alone — submit the pipeline again"
+            )
+        if not run.done:
+            status = run.status
+            why = (
+                f"it ended {status.value} and its end is still being written"
+                if status.is_terminal
+                else f"it is still {status.value}"
+            )
+            raise ConfigurationError(
+                f"task {task_id!r} cannot be retried yet: {why}; wait for it to finish first "
+                "(controller.wait)"
             )
         machine = StateMachine(run.snapshot, run.transitions, clock=self.clock)
         transition = machine.retry(actor=self.owner, reason=reason)
