@@ -402,3 +402,28 @@ def test_a_pipeline_node_is_not_retried_alone(controller: Controller) -> None:
     assert stored.status is S.FAILED
     again = controller.submit_pipeline(pipeline)
     assert again.wait(WAIT).status is S.SUCCEEDED
+
+
+def test_a_pipeline_submitted_while_close_runs_is_refused(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A submit_pipeline() that passed the "not closing" check just before close() stopped
+    the pipelines must not register one close() never stops or waits for (D45)."""
+    controller = Controller(max_parallel=2, graceful_stop=2.0, store=InMemoryTaskStore())
+    controller.register("noop", lambda ctx: "ok")
+    pipeline = Pipeline("p")
+    pipeline.node("noop")
+    closed: list[list[Any]] = []
+    real_downstream = Pipeline.downstream
+
+    def close_meanwhile(self: Pipeline) -> Any:
+        closer = threading.Thread(target=lambda: closed.append(controller.close(timeout=WAIT)))
+        closer.start()
+        closer.join(WAIT)  # close() ran to its end after the checks, before registration
+        return real_downstream(self)
+
+    monkeypatch.setattr(Pipeline, "downstream", close_meanwhile)
+    with pytest.raises(ConfigurationError, match="closed"):
+        controller.submit_pipeline(pipeline)
+    assert closed == [[]]
+    assert controller.runs() == []

@@ -842,3 +842,146 @@ def test_an_interrupted_flush_keeps_the_touches_it_had_taken() -> None:
     assert stored is not None
     assert stored.progress == Progress(3, total=10)
     writer.close()
+
+
+def _trail(store: InMemoryTaskStore, task_id: str) -> list[TaskStatus]:
+    return [t.to_status for t in store.history(task_id)]
+
+
+def test_a_write_the_store_committed_just_before_a_ctrl_c_is_not_written_again() -> None:
+    """SQLite raises a Ctrl-C that arrived during COMMIT after the commit; psycopg re-raises
+    it after the statement finished. The next flush asks the store instead of writing the
+    same version again (which would look like another process's write: a conflict)."""
+    store = InMemoryTaskStore()
+    real = store.save_many
+    armed: list[bool] = []
+
+    def committed_then_interrupted(writes: Sequence[SnapshotWrite]) -> Any:
+        result = real(writes)
+        if armed:
+            armed.clear()
+            raise KeyboardInterrupt
+        return result
+
+    store.save_many = committed_then_interrupted  # type: ignore[method-assign]
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    machine = StateMachine.create("t1", "x", clock=FakeClock())
+    writer.record(machine.snapshot)
+    assert writer.flush()
+    machine.mark_queued()
+    writer.record(machine.snapshot, machine.transitions[-1:])
+    armed.append(True)
+    with pytest.raises(KeyboardInterrupt):
+        writer.flush()
+    machine.mark_starting(executor="thread")
+    writer.record(machine.snapshot, machine.transitions[-1:])
+    assert writer.flush()
+    assert not writer.diverged("t1")
+    assert writer.failures == []
+    stored = store.get("t1")
+    assert stored is not None
+    assert stored.status is TaskStatus.STARTING
+    assert _trail(store, "t1") == [TaskStatus.QUEUED, TaskStatus.STARTING]
+    assert writer.pending_count == 0
+
+
+def test_single_writes_made_before_a_ctrl_c_are_not_written_again() -> None:
+    """A batch the store refused is written one task at a time; a Ctrl-C during the third
+    such write leaves the first two in the store."""
+
+    class Refusing(InMemoryTaskStore):
+        interrupt_on_single = 0
+        singles = 0
+
+        def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+            if len(writes) == 1 and self.interrupt_on_single:
+                self.singles += 1
+                if self.singles == self.interrupt_on_single:
+                    self.interrupt_on_single = 0
+                    raise KeyboardInterrupt
+            if any(w.snapshot.task_id == "bad" for w in writes):
+                raise StoreError("cannot store this one")
+            return super().save_many(writes)
+
+    store = Refusing()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    for task_id in ("a", "b", "bad", "c"):
+        writer.record(StateMachine.create(task_id, "x", clock=FakeClock()).snapshot)
+    store.interrupt_on_single = 3  # 'a' and 'b' went in alone; the write of 'bad' is cut
+    with pytest.raises(KeyboardInterrupt):
+        writer.flush()
+    assert store.get("a") is not None
+    assert not writer.flush()  # 'bad' is still refused
+    assert not writer.diverged("a")
+    assert not writer.diverged("b")
+    assert store.get("c") is not None
+    assert {f.error for f in writer.failures} == {"StoreError: cannot store this one"}
+
+
+def test_a_batch_the_memory_store_took_in_part_before_a_ctrl_c_is_completed() -> None:
+    """The memory store writes item by item: a signal between two items leaves half a batch."""
+
+    class Halfway(InMemoryTaskStore):
+        armed = False
+
+        def _create(self, snapshot: Any, transitions: Any) -> None:
+            if self.armed and snapshot.task_id == "b":
+                self.armed = False
+                raise KeyboardInterrupt
+            super()._create(snapshot, transitions)
+
+    store = Halfway()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    first = StateMachine.create("a", "x", clock=FakeClock())
+    writer.record(first.snapshot)
+    writer.record(StateMachine.create("b", "x", clock=FakeClock()).snapshot)
+    store.armed = True
+    with pytest.raises(KeyboardInterrupt):
+        writer.flush()
+    assert store.get("a") is not None
+    assert store.get("b") is None
+    first.mark_queued()
+    writer.record(first.snapshot, first.transitions[-1:])
+    assert writer.flush()
+    assert not writer.diverged("a")
+    assert store.get("b") is not None
+    assert _trail(store, "a") == [TaskStatus.QUEUED]
+
+
+def test_writes_in_doubt_wait_while_the_store_cannot_be_asked() -> None:
+    class Flaky(InMemoryTaskStore):
+        interrupt = False
+        down = False
+
+        def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+            result = super().save_many(writes)
+            if self.interrupt:
+                self.interrupt = False
+                raise KeyboardInterrupt
+            return result
+
+        def get(self, task_id: str) -> Any:
+            if self.down:
+                raise StoreError("the store is down")
+            return super().get(task_id)
+
+    store = Flaky()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    machine = StateMachine.create("t1", "x", clock=FakeClock())
+    writer.record(machine.snapshot)
+    store.interrupt = True
+    with pytest.raises(KeyboardInterrupt):
+        writer.flush()
+    store.down = True
+    machine.mark_queued()
+    writer.record(machine.snapshot, machine.transitions[-1:])
+    assert not writer.flush()  # not written blindly: kept, and the failure is reported
+    assert writer.pending_count == 1
+    assert "the store is down" in writer.failures[-1].error
+    store.down = False
+    assert writer.flush()
+    assert not writer.diverged("t1")
+    stored = store.get("t1")
+    assert stored is not None
+    assert stored.status is TaskStatus.QUEUED
+    assert _trail(store, "t1") == [TaskStatus.QUEUED]

@@ -74,9 +74,6 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-_CLOSED = "this controller is closed; create a new one to submit"
-
-
 class Controller(ControllerControls, ControllerQueries, ControllerFlow):
     """Manage many tasks: register names, submit, query, control, recover.
 
@@ -354,8 +351,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         timeout: Timeout | None,
         executor: Executor | None,
     ) -> dict[str, Any]:
-        if self._closing:
-            raise ConfigurationError(_CLOSED)
+        self._refuse_if_closing()
         if label is not None and not isinstance(label, str):
             raise ConfigurationError(f"label must be a string, got {label!r}")
         refuse_nul("label", label)
@@ -434,10 +430,10 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         )
         task_id = machine.task_id
         with self._lock:
-            if self._closing and not pipeline_node:
-                # checked again here: a submit or retry that passed the first check while
-                # close() took its list of runs would make one close() never waits for
-                raise ConfigurationError(_CLOSED)
+            if not pipeline_node:
+                # a submit or retry that passed the first check while close() took its
+                # list of runs would make one that close() never waits for
+                self._refuse_if_closing()
             # one run per id: a second submit under the same explicit id, or a second retry
             # of the same finished run, loses the race here instead of orphaning a run
             if self._runs.get(task_id) is not replacing:
@@ -513,17 +509,17 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         self._pipelines.stop_all(reason)
         deadline = None if timeout is None else time.monotonic() + timeout
         outcomes = []
-        seen: set[int] = set()
+        seen: set[TaskRun] = set()  # by identity: a run compares equal only to itself
         try:
             while runs:
-                seen.update(id(run) for run in runs)
+                seen.update(runs)
                 for run in runs:
                     run.stop(reason, actor=self.owner)
                 for run in runs:
                     left = None if deadline is None else max(0.0, deadline - time.monotonic())
                     outcomes.append(run.wait(left))
                 with self._lock:  # made meanwhile: a node released as its upstream finished
-                    runs = [run for run in self._runs.values() if id(run) not in seen]
+                    runs = [run for run in self._runs.values() if run not in seen]
         finally:
             with self._lock:
                 self._closed = True

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from chongming_core import (
     Clock,
+    ConfigurationError,
     StateMachine,
     TaskSnapshot,
     TaskStore,
@@ -63,6 +64,12 @@ class ControllerBase:
     _ownership: BucketOwnership
     _executor: Executor
     _artifact_dir: str | Path | None
+
+    def _refuse_if_closing(self) -> None:
+        """Raise the error of a submit after `close()` began (checked again under the lock
+        that orders a submission against close(): D45)."""
+        if self._closing:
+            raise ConfigurationError("this controller is closed; create a new one to submit")
 
     def _make_run(
         self,

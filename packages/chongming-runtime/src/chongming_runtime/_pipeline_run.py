@@ -266,6 +266,10 @@ class PipelineCoordinator:
         with prun._lock:
             prun._nodes = {n.definition.node_id: n for n in nodes.values()}
         with self._lock:
+            # checked again under the lock `close()` stops pipelines under: a submit that
+            # passed the first check while close() ran would register a pipeline whose
+            # nodes close() never stops or waits for (D45)
+            c._refuse_if_closing()
             self._pipelines[pipeline_id] = prun
             for item in nodes.values():
                 self._by_task[item.task_id] = (prun, item.definition.node_id)

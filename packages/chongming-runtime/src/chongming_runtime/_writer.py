@@ -170,6 +170,9 @@ class StoreWriter:
         # or progress read just before the task finished) must not reach their row
         self._finished: set[str] = set()
         self._poisoned: set[str] = set()  # refused alone while other writes succeeded
+        # writes a Ctrl-C interrupted inside the store: (version, updated_at, transitions)
+        # of each; the next flush asks the store whether they went in (`_settle_in_doubt`)
+        self._in_doubt: dict[str, tuple[int, datetime | None, int]] = {}
         self._probe_from = 0  # where the next single-write probe starts (see `_save`)
         self._failures: deque[PersistFailure] = deque(maxlen=MAX_FAILURES)
         self._healthy = True
@@ -377,12 +380,11 @@ class StoreWriter:
                 ok = True
                 if batch or touches:
                     try:
-                        # only flushes (serialised by the flush lock) and `forget` change
-                        # versions
-                        stored = self._stored_version
-                        ok, down = self._write(batch, touches, {t: stored.get(t) for t in batch})
+                        ok, down = self._write(batch, touches)
                     except BaseException:
                         self._requeue_touches(touches)  # they only set fields: idempotent
+                        self._ensure_thread()  # written by the background thread soon
+                        self._wake.set()
                         raise
                 if not left:
                     break
@@ -398,13 +400,17 @@ class StoreWriter:
         self,
         batch: dict[str, _Write],
         touches: dict[str, TouchUpdate],
-        expected: dict[str, int | None],
     ) -> tuple[bool, bool]:
         """Write; returns (everything went in, the store is down). `batch` is `_pending`:
         a write leaves it once the store took it, or refused it for a conflict (the store's
         version wins); the others stay, in their order, for the next flush."""
         decorate = self._decorate
-        task_ids = list(batch)
+        unsettled = self._settle_in_doubt(batch)
+        in_doubt = self._in_doubt
+        # not written while the store cannot say whether an interrupted write went in
+        task_ids = [t for t in batch if t not in in_doubt] if in_doubt else list(batch)
+        # only flushes (serialised by the flush lock) and `forget` change versions
+        expected = self._stored_version
         failed: dict[str, Exception] = {}
         down = False
         # bounded transactions: a burst of thousands of tasks never holds the store's write
@@ -415,12 +421,25 @@ class StoreWriter:
             writes = {
                 t: SnapshotWrite(
                     decorate(batch[t].snapshot) if decorate is not None else batch[t].snapshot,
-                    expected[t],
+                    expected.get(t),
                     tuple(batch[t].transitions),
                 )
                 for t in chunk
             }
-            conflicts, chunk_failed = self._save(writes)
+            try:
+                conflicts, chunk_failed = self._save(writes)
+            except BaseException:
+                # a Ctrl-C inside the store's write: part of the chunk may be in the store
+                # (committed just before, a single-write probe, or the memory store item by
+                # item); written again blindly, it would meet its own version as a conflict
+                for task_id in chunk:
+                    snapshot = batch[task_id].snapshot
+                    in_doubt[task_id] = (
+                        snapshot.status_version,
+                        snapshot.updated_at,
+                        len(batch[task_id].transitions),
+                    )
+                raise
             del writes
             conflicted = {c.task_id for c in conflicts}
             stored = {
@@ -442,6 +461,8 @@ class StoreWriter:
                 for task_id in task_ids[start + MAX_BATCH :]:  # kept for the next flush
                     failed[task_id] = cause
                 break
+        if unsettled:
+            failed.update(unsettled)
         if failed:  # kept in their first order: each flush's probes then start elsewhere
             by_error: dict[str, list[str]] = {}
             for task_id, exc in failed.items():
@@ -516,6 +537,35 @@ class StoreWriter:
         if succeeded:
             self._poisoned.update(failed)
         return conflicts, failed
+
+    def _settle_in_doubt(self, batch: dict[str, _Write]) -> dict[str, Exception]:
+        """Ask the store whether the writes a Ctrl-C interrupted went in (D44): one that did
+        is noted as stored and only what was recorded after it is left to write. Returns
+        the tasks still in doubt (the store could not be asked) with the reason."""
+        in_doubt = self._in_doubt
+        for task_id, (version, updated_at, count) in list(in_doubt.items()):
+            write = batch.get(task_id)
+            if write is None:  # forgotten meanwhile (pruned)
+                del in_doubt[task_id]
+                continue
+            try:
+                stored = self._store.get(task_id)
+            except Exception as exc:  # the store is down: they wait for the next flush
+                return dict.fromkeys(in_doubt, exc)
+            del in_doubt[task_id]
+            if stored is None or (stored.status_version, stored.updated_at) != (
+                version,
+                updated_at,
+            ):
+                continue  # it did not go in: written as usual
+            with self._lock:
+                self._stored_version[task_id] = version
+            rest = list(write.transitions)[count:]
+            if rest or write.snapshot.status_version != version:
+                write.transitions = rest
+            else:
+                del batch[task_id]
+        return {}
 
     def _requeue_touches(self, touches: dict[str, TouchUpdate]) -> None:
         """Put touches that were not written back, under any recorded since."""
