@@ -985,3 +985,16 @@ def test_writes_in_doubt_wait_while_the_store_cannot_be_asked() -> None:
     assert stored is not None
     assert stored.status is TaskStatus.QUEUED
     assert _trail(store, "t1") == [TaskStatus.QUEUED]
+
+
+def test_writes_kept_by_an_interrupted_flush_are_written_without_another_record() -> None:
+    store = _interrupting_once("save_many")
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    machine = StateMachine.create("t1", "x", clock=FakeClock())
+    with pytest.raises(KeyboardInterrupt):
+        writer.record(machine.snapshot, durable=True)
+    deadline = time.monotonic() + 10
+    while store.get("t1") is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert store.get("t1") is not None  # the background thread wrote it (no batching wait)
+    writer.close()

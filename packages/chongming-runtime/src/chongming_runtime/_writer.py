@@ -383,7 +383,8 @@ class StoreWriter:
                         ok, down = self._write(batch, touches)
                     except BaseException:
                         self._requeue_touches(touches)  # they only set fields: idempotent
-                        self._ensure_thread()  # written by the background thread soon
+                        self._ensure_thread()  # the background thread writes them now
+                        self._urgent.set()
                         self._wake.set()
                         raise
                 if not left:
