@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
+from typing import Any
 
 from chongming_core import FailureKind, TaskStatus
 from chongming_runtime import TaskRun
@@ -43,3 +44,10 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
             return
         tick.wait(0.002)
     raise AssertionError("condition not reached in time")
+
+
+def checkpoint_until(ctx: Any, event: threading.Event) -> None:
+    """A task body's wait: reach a checkpoint every 5 ms until `event` is set."""
+    while not event.is_set():
+        ctx.checkpoint()
+        event.wait(0.005)

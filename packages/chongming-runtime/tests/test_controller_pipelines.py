@@ -13,12 +13,19 @@ from chongming_core import (
     CircularDependency,
     ConfigurationError,
     FailureKind,
+    FakeClock,
+    FixedBackoff,
     InMemoryTaskStore,
     JoinMode,
+    RetryPolicy,
     TaskStatus,
+    Timeout,
 )
+from chongming_runtime._commands import new_command
 from chongming_runtime._controller import Controller
 from chongming_runtime._pipeline import Pipeline
+from chongming_runtime._pipeline_run import PipelineCoordinator, PipelineRun
+from run_helpers import checkpoint_until, wait_for
 
 S = TaskStatus
 WAIT = 10.0
@@ -427,3 +434,146 @@ def test_a_pipeline_submitted_while_close_runs_is_refused(
         controller.submit_pipeline(pipeline)
     assert closed == [[]]
     assert controller.runs() == []
+
+
+def test_node_options_override_the_task_spec_like_submit(controller: Controller) -> None:
+    """R12: retry=, timeout= and executor= of a node are options, never task arguments."""
+    calls: list[dict[str, Any]] = []
+
+    def flaky(ctx: Any, **kwargs: Any) -> int:
+        calls.append(kwargs)
+        if len(calls) < 3:
+            raise RuntimeError("not yet")
+        return len(calls)
+
+    controller.register("flaky", flaky)
+    pipeline = Pipeline("p")
+    pipeline.node(
+        "flaky",
+        retry=RetryPolicy(max_attempts=3, backoff=FixedBackoff(0)),
+        timeout=Timeout(per_attempt=30),
+        size=1,
+    )
+    outcome = controller.submit_pipeline(pipeline).wait(WAIT)
+    assert outcome.status is S.SUCCEEDED
+    assert outcome.nodes["flaky"].value == 3
+    assert calls == [{"size": 1}] * 3  # the options never reach the body
+    bad = Pipeline("bad")
+    bad.node("flaky", retry=3)  # type: ignore[arg-type]
+    with pytest.raises(ConfigurationError, match="retry must be a RetryPolicy"):
+        controller.submit_pipeline(bad)
+
+
+def test_a_blocked_node_is_not_paused_now_or_later(controller: Controller) -> None:
+    """A blocked node has no pause (§9.2): pause() says False and nothing lands on it once
+    it is released; a pause command from another process is completed, not retried."""
+    release = threading.Event()
+    controller.register("first", lambda ctx: checkpoint_until(ctx, release))
+    controller.register("second", lambda ctx: ctx.input("first"))
+    pipeline = Pipeline("p")
+    head = pipeline.node("first")
+    pipeline.node("second", depends_on=[head])
+    prun = controller.submit_pipeline(pipeline)
+    blocked = prun.task_ids["second"]
+    assert controller._writer.flush()  # the blocked node is in the store, as for a console
+    assert controller.pause(blocked) is False
+    assert controller.store.commands(task_id=blocked) == []  # nothing sent
+    command = new_command(
+        task_id=blocked, action="pause", issued_by="console", clock=controller.clock
+    )
+    verdict = controller._handle_command(command)
+    assert verdict is not None
+    assert verdict.startswith("ignored: the task is a pipeline node waiting")
+    release.set()
+    outcome = prun.wait(WAIT)
+    assert outcome.status is S.SUCCEEDED
+    assert [t.to_status for t in controller.history(blocked)] == [
+        S.BLOCKED, S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED,
+    ]  # fmt: skip
+
+
+def test_a_start_timeout_counts_blocked_time() -> None:
+    """R1: a node's start timeout expires while it is blocked (-> cancelled, timeout_start),
+    and a node released late has only what is left of it."""
+    clock = FakeClock()
+    controller = Controller(
+        max_parallel=1, graceful_stop=2.0, store=InMemoryTaskStore(), clock=clock
+    )
+    release = threading.Event()
+    hold = threading.Event()
+    try:
+        controller.register("slow", lambda ctx: checkpoint_until(ctx, release))
+        controller.register("holding", lambda ctx: checkpoint_until(ctx, hold))
+        controller.register("quick", lambda ctx: "ok")
+        pipeline = Pipeline("p")
+        head = pipeline.node("slow")
+        pipeline.node("quick", node_id="waits", depends_on=[head], timeout=Timeout(start=5))
+        pipeline.node("quick", node_id="late", depends_on=[head], timeout=Timeout(start=9))
+        prun = controller.submit_pipeline(pipeline)
+        clock.advance(6)  # 'waits' is still blocked behind 'slow'
+        waits = controller.get(prun.task_ids["waits"])
+        assert waits is not None
+        assert waits.status is S.CANCELLED
+        assert waits.failure is not None
+        assert waits.failure.kind is FailureKind.TIMEOUT_START
+        blocker = controller.submit("holding")  # takes the one slot once 'slow' is done
+        release.set()
+        late_id = prun.task_ids["late"]
+        # released now, queued behind the blocker
+        wait_for(lambda: controller.get(late_id).status is S.QUEUED)  # type: ignore[union-attr]
+        clock.advance(4)  # 10 s since the submission: past its 9 s, though released just now
+        hold.set()
+        outcome = prun.wait(WAIT)
+        assert outcome.nodes["late"].status is S.CANCELLED
+        assert outcome.nodes["late"].failure is not None
+        assert outcome.nodes["late"].failure.kind is FailureKind.TIMEOUT_START
+        assert blocker.wait(WAIT).status is S.SUCCEEDED
+    finally:
+        release.set()
+        hold.set()
+        controller.close(timeout=WAIT)
+
+
+def test_fail_fast_never_runs_a_node_released_as_another_failed(
+    controller: Controller, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R16: A succeeds while B fails; A's thread decided to release D (its only upstream
+    succeeded) but the failure's pass is first to decide D's fate: D never runs."""
+    ran: list[str] = []
+    a_released = threading.Event()
+    released = threading.Event()
+    real_release = PipelineCoordinator._release
+    real_skip = PipelineCoordinator._skip
+
+    def release(self: PipelineCoordinator, prun: PipelineRun, node_id: str) -> None:
+        if node_id == "d":
+            a_released.set()
+            wait_for(lambda: prun._failing is not None)  # b failed
+            real_release(self, prun, node_id)
+            released.set()
+            return
+        real_release(self, prun, node_id)
+
+    def skip(self: PipelineCoordinator, prun: PipelineRun, node_id: str, failure: Any) -> None:
+        if node_id == "d":  # the failure's pass acts after the release went through
+            assert released.wait(WAIT)
+        real_skip(self, prun, node_id, failure)
+
+    monkeypatch.setattr(PipelineCoordinator, "_release", release)
+    monkeypatch.setattr(PipelineCoordinator, "_skip", skip)
+
+    def fails(ctx: Any) -> None:
+        assert a_released.wait(WAIT)
+        raise RuntimeError("b fails")
+
+    controller.register("ok", lambda ctx: "a")
+    controller.register("fails", fails)
+    controller.register("after", lambda ctx: ran.append("d"))
+    pipeline = Pipeline("p")
+    a = pipeline.node("ok", node_id="a")
+    pipeline.node("fails", node_id="b")
+    pipeline.node("after", node_id="d", depends_on=[a])
+    outcome = controller.submit_pipeline(pipeline).wait(WAIT)
+    assert outcome.status is S.FAILED
+    assert outcome.nodes["d"].status is S.SKIPPED
+    assert ran == []

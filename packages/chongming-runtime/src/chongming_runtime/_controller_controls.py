@@ -53,6 +53,10 @@ class ControllerControls(ControllerBase):
             run = self._runs.get(task_id)
         if run is not None:
             return run.pause(timeout, actor=self.owner)
+        if self._pipelines.holds(task_id):
+            # a pipeline node waiting for its upstream (blocked) has no pause (§9.2): nothing
+            # is sent, so no pause lands later, once it is released
+            return False
         self._send(task_id, CommandAction.PAUSE, None)
         return False
 
@@ -190,9 +194,16 @@ class ControllerControls(ControllerBase):
             run = self._runs.get(command.task_id)
         who = f"{command.issued_by} (command)"
         if run is None:
-            if self._pipelines.holds(command.task_id) and action is CommandAction.STOP:
-                self._pipelines.stop_unreleased(command.task_id, command.reason)
-                return "applied"
+            if self._pipelines.holds(command.task_id):
+                if action is CommandAction.STOP:
+                    self._pipelines.stop_unreleased(command.task_id, command.reason)
+                    return "applied"
+                # held here, so not released to another holder: completed, never retried
+                # until the node is released and the stale request applied then
+                return (
+                    f"ignored: the task is a pipeline node waiting for its upstream; "
+                    f"it cannot {action.value} (only a stop applies to it)"
+                )
             snapshot = self.store.get(command.task_id)
             if snapshot is None:
                 return f"rejected: no task {command.task_id!r} in the store"

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 
-from chongming_core import Failure, FailureKind, TaskStatus, TaskTimeout
+from chongming_core import Failure, FailureKind, RetryPolicy, TaskStatus, TaskTimeout
 from chongming_runtime._attempt import Attempt
 from chongming_runtime._run_core import RunCore
 
@@ -25,6 +25,16 @@ __all__ = ["Deadlines"]
 
 _S = TaskStatus
 _log = logging.getLogger("chongming_task.runtime")
+
+
+def start_timeout_failure(
+    task_id: str, limit: float, policy: RetryPolicy
+) -> tuple[str, TaskTimeout, Failure]:
+    """The message, error and failure of a start timeout that expired (R1)."""
+    message = f"start timeout of {limit:g}s expired before the task started"
+    error = TaskTimeout(message, task_id=task_id, kind=FailureKind.TIMEOUT_START.value)
+    failure = Failure.of(FailureKind.TIMEOUT_START, message, retryable=policy.should_retry(error))
+    return message, error, failure
 
 
 class Deadlines(RunCore):
@@ -36,7 +46,8 @@ class Deadlines(RunCore):
         limit = self._timeout.start
         if limit is None or self._start_timeout_over or self._start_timer is not None:
             return
-        self._start_deadline = self._monotonic() + limit
+        origin = self._start_origin
+        self._start_deadline = (self._monotonic() if origin is None else origin) + limit
         self._start_timer = self._clock.call_at(self._start_deadline, self._start_timeout_passed)
 
     def _end_start_timeout(self) -> None:
@@ -69,12 +80,9 @@ class Deadlines(RunCore):
             self._start_timeout_over = True
             machine = self._machine
             status = machine.status
-            message = f"start timeout of {self._timeout.start:g}s expired before the task started"
-            error = TaskTimeout(
-                message, task_id=self._task_id, kind=FailureKind.TIMEOUT_START.value
-            )
-            failure = Failure.of(
-                FailureKind.TIMEOUT_START, message, retryable=self._policy.should_retry(error)
+            assert self._timeout.start is not None  # armed only with a start limit
+            message, error, failure = start_timeout_failure(
+                self._task_id, self._timeout.start, self._policy
             )
             if status in {_S.PENDING, _S.BLOCKED, _S.QUEUED}:  # R1
                 self._record(

@@ -18,9 +18,12 @@ from chongming_core import (
     CircularDependency,
     ConfigurationError,
     JoinMode,
+    RetryPolicy,
     TaskStatus,
+    Timeout,
 )
 from chongming_runtime._text import refuse_nul
+from chongming_runtime.executors._base import Executor
 
 __all__ = ["JoinDecision", "Pipeline", "PipelineNode", "join_decision", "pipeline_status"]
 
@@ -80,13 +83,19 @@ class Pipeline:
         tags: Iterable[str] | None = None,
         priority: int | None = None,
         bucket_key: str | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: Timeout | None = None,
+        executor: Executor | None = None,
         **kwargs: Any,
     ) -> PipelineNode:
         """Add a node running the registered task `task_name` with `args` and `kwargs`.
 
         The node id defaults to the task name; a repeated default gets ``#2``,
         ``#3``... `depends_on` takes nodes (or node ids). Positional arguments
-        after the task name go to the task — the node's id is `node_id`.
+        after the task name go to the task — the node's id is `node_id`. `retry`,
+        `timeout` and `executor` override the task's ``@task`` spec, as in
+        ``Controller.submit`` (R12); a start timeout counts from the submission of
+        the pipeline, blocked time included (R1).
         """
         if not isinstance(task_name, str) or not task_name:
             raise ConfigurationError(
@@ -131,6 +140,9 @@ class Pipeline:
             options["priority"] = priority
         if bucket_key is not None:
             options["bucket_key"] = bucket_key
+        for option, value in (("retry", retry), ("timeout", timeout), ("executor", executor)):
+            if value is not None:
+                options[option] = value
         created = PipelineNode(
             node_id=node_id,
             task_name=task_name,

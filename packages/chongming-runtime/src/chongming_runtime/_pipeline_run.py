@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from chongming_core import (
@@ -26,9 +27,11 @@ from chongming_core import (
     StateMachine,
     TaskSnapshot,
     TaskStatus,
+    TimerHandle,
     TouchUpdate,
     Transition,
 )
+from chongming_runtime._deadlines import start_timeout_failure
 from chongming_runtime._outcome import TaskOutcome
 from chongming_runtime._pipeline import (
     FAIL_FAST_TRIGGERS,
@@ -75,6 +78,7 @@ class _Node:
     run: TaskRun | None = None  # after release
     final: TaskSnapshot | None = None
     downstream: list[str] = field(default_factory=list)
+    start_timer: TimerHandle | None = None  # its start timeout while it is blocked (R1)
 
     def snapshot(self) -> TaskSnapshot:
         if self.final is not None:
@@ -114,6 +118,7 @@ class PipelineRun:
         self._lock = threading.RLock()
         self._nodes: dict[str, _Node] = {}
         self._failing: str | None = None
+        self._submitted: float = 0.0  # monotonic: start timeouts count from here (R1)
         self._done = threading.Event()
         self._coordinator: PipelineCoordinator | None = None
 
@@ -237,9 +242,9 @@ class PipelineCoordinator:
                 tags=opts.get("tags"),
                 priority=opts.get("priority"),
                 bucket_key=opts.get("bucket_key"),
-                retry=None,
-                timeout=None,
-                executor=None,
+                retry=opts.get("retry"),
+                timeout=opts.get("timeout"),
+                executor=opts.get("executor"),
             )
             task_id = f"{pipeline_id}:{definition.node_id}"
             machine = StateMachine.create(
@@ -276,10 +281,41 @@ class PipelineCoordinator:
         for item in nodes.values():
             assert item.machine is not None
             c._writer.record(item.machine.snapshot, item.machine.transitions)
+        self._arm_start_timeouts(prun)
         for node_id in order:
             if not nodes[node_id].definition.depends_on:
                 self._release(prun, node_id)
         return prun
+
+    def _arm_start_timeouts(self, prun: PipelineRun) -> None:
+        """A node's start timeout counts from the pipeline's submission (R1): one that
+        expires while the node is still blocked cancels it there."""
+        clock = self._controller.clock
+        with prun._lock:
+            prun._submitted = clock.monotonic()
+            for node_id, node in prun._nodes.items():
+                timeout = node.options["timeout"]
+                if node.definition.depends_on and timeout is not None and timeout.start:
+                    node.start_timer = clock.call_at(
+                        prun._submitted + timeout.start,
+                        partial(self._start_timeout_passed, prun, node_id),
+                    )
+
+    def _start_timeout_passed(self, prun: PipelineRun, node_id: str) -> None:
+        """A blocked node's start timeout expired: ``blocked -> cancelled`` (R1)."""
+        c = self._controller
+        with prun._lock:
+            node = prun._nodes[node_id]
+            machine = node.machine
+            node.start_timer = None
+            if node.run is not None or machine is None or machine.status.is_terminal:
+                return  # released (its run counts the rest) or settled meanwhile
+            message, _, failure = start_timeout_failure(
+                node.task_id, node.options["timeout"].start, node.options["retry"]
+            )
+            transition = machine.mark_cancelled(failure=failure, actor=c.owner, reason=message)
+            snapshot = machine.snapshot
+        self._write_and_settle(snapshot, transition)
 
     # ------------------------------------------------------------------ progress
     def _release(self, prun: PipelineRun, node_id: str) -> None:
@@ -287,6 +323,10 @@ class PipelineCoordinator:
         with prun._lock:
             node = prun._nodes[node_id]
             if node.run is not None or node.machine is None or node.machine.status.is_terminal:
+                return
+            if prun._failing is not None:
+                # fail_fast began after this release was decided: the pass that began it
+                # skips this node (it was unreleased then, as now), so it never runs (R16)
                 return
             upstream = {}
             for dep in node.definition.depends_on:
@@ -305,6 +345,10 @@ class PipelineCoordinator:
             )
             node.run = run
             node.machine = None
+            run._start_origin = prun._submitted  # the start timeout counts blocked time (R1)
+            timer, node.start_timer = node.start_timer, None
+        if timer is not None:  # outside the pipeline's lock: the clock calls in under its own
+            timer.cancel()
         try:
             run.start()
         except ConfigurationError:
@@ -364,6 +408,7 @@ class PipelineCoordinator:
             nodes = prun._nodes
             node = nodes[node_id]
             node.final = snapshot
+            timer, node.start_timer = node.start_timer, None
             aggregation = prun.pipeline.aggregation
             if (
                 aggregation.is_fail_fast
@@ -415,6 +460,8 @@ class PipelineCoordinator:
                                 ),
                             )
                         )
+        if timer is not None:
+            timer.cancel()
         try:
             for run in to_cancel:
                 self._guarded(

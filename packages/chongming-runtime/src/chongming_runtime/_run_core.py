@@ -52,6 +52,7 @@ class RunCore:
         "_redispatch",
         "_retry_due",
         "_start_deadline",
+        "_start_origin",
         "_start_remaining",
         "_start_requested",
         "_start_timeout_over",
@@ -72,6 +73,9 @@ class RunCore:
     _backoff_timer: TimerHandle | None
     _start_timer: TimerHandle | None
     _start_deadline: float | None
+    # when the start timeout began to count (monotonic; None: at start()). A pipeline node
+    # counts from its pipeline's submission, blocked time included (R1)
+    _start_origin: float | None
     _start_remaining: float | None
     _start_timeout_over: bool
     _pause_ticket: PauseTicket | None

@@ -81,6 +81,7 @@ class Supervision(Pausing):
         self._backoff_timer = None
         self._start_timer = None
         self._start_deadline = None
+        self._start_origin = None
         self._start_remaining = None
         self._start_timeout_over = False
         self._pause_ticket = None
