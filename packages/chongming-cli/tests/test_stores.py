@@ -47,6 +47,11 @@ def test_precedence_options_then_environment_then_default() -> None:
         ("mystore://app:s3cret@db/t", "mystore://app:****@db/t"),
         ("mystore://db/t?password=s3cret&x=1", "mystore://db/t?password=****&x=1"),
         ("postgresql://app@db/t", "postgresql://app@db/t"),
+        # not percent-encoded: hidden whole, up to the last "@"
+        ("postgresql://app:ab/s3cret@db:1/t", "postgresql://app:****@db:1/t"),
+        ("postgresql://app:s3c@s3cret@db:1/t", "postgresql://app:****@db:1/t"),
+        ("mystore://app:ab/s3cret@db/t", "mystore://app:****@db/t"),
+        ("mystore://app:s3c@s3cret@db/t", "mystore://app:****@db/t"),
     ],
 )
 def test_passwords_are_redacted(url: str, shown: str) -> None:

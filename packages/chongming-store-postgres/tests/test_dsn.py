@@ -46,6 +46,10 @@ from chongming_store_postgres._translate import ErrorContext, RedactedDriverErro
         (r"host=db password='it\'s \\ x' user=app", "host=db password=**** user=app"),
         (r"host=db password=back\ slash user=app", "host=db password=**** user=app"),
         ("host=db user=app", "host=db user=app"),
+        # a password holding "/" or "@" as they are: hidden whole, up to the last "@"
+        ("postgresql://app:ab/s3cr3t-pw@db:1/tasks", "postgresql://app:****@db:1/tasks"),
+        ("postgresql://app:s3c@r3t-pw@db:1/tasks", "postgresql://app:****@db:1/tasks"),
+        ("host=db PASSWORD=s3cr3t-pw", "host=db PASSWORD=****"),
         ("host=db passfile=/etc/pgpass user=app", "host=db passfile=/etc/pgpass user=app"),
         ("", ""),
     ],
@@ -154,3 +158,32 @@ def test_notify_channel_names_fit_postgres_identifier_limit() -> None:
     channels = [channel_name(n) for n in long_names]
     assert all(len(c.encode("utf-8")) <= 63 for c in channels)
     assert len(set(channels)) == len(channels)
+
+
+@pytest.mark.parametrize(
+    "dsn",
+    [
+        "postgresql://postgres:ab/S3cretPw@127.0.0.1:1/test",
+        "postgresql://postgres:S3c@retPw@127.0.0.1:1/test",
+        "postgresql://postgres:S3cretPw?x@127.0.0.1:1/test",
+    ],
+)
+def test_a_password_that_is_not_percent_encoded_is_refused_before_connecting(dsn: str) -> None:
+    """libpq would cut it at "/" or "@" and show the parts as a host or a database."""
+    from chongming_store_postgres._url import store_from_url
+
+    for open_store in (PostgresTaskStore, store_from_url):
+        with pytest.raises(ConfigurationError, match="percent-encode") as caught:
+            open_store(dsn)
+        text = str(caught.value)
+        assert "S3c" not in text
+        assert "retPw" not in text
+        assert "ab/" not in text
+
+
+def test_a_malformed_url_is_a_configuration_error_without_the_password() -> None:
+    from chongming_store_postgres._url import store_from_url
+
+    with pytest.raises(ConfigurationError, match="cannot parse the DSN") as caught:
+        store_from_url("postgres://u:S3cretPw@[::1:1/test")
+    assert "S3cretPw" not in str(caught.value)

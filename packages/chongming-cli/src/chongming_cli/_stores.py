@@ -38,7 +38,6 @@ DEFAULT_DB = "chongming.db"
 REDACTED = "****"
 
 _SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
-_USERINFO = re.compile(r"^(?P<head>[A-Za-z][A-Za-z0-9+.-]*://[^:/@?#]*):(?P<pw>[^@/]*)@")
 _PASSWORD_PARAM = re.compile(r"(?P<key>(?:^|[?&\s])password\s*=\s*)(?P<pw>'[^']*'|[^&\s#]*)", re.I)
 
 
@@ -67,6 +66,22 @@ def sqlite_url(path: str | os.PathLike[str]) -> str:
     return "sqlite:///" + quote(absolute, safe="/:")
 
 
+def _userinfo_password(url: str) -> tuple[str, str, str] | None:
+    """(``scheme://user``, password, the rest from the "@" on), or None without a password.
+
+    The password runs to the *last* "@", so one holding "/" or "@" that was not
+    percent-encoded is hidden whole (with anything up to that "@")."""
+    scheme = _SCHEME.match(url)
+    if scheme is None:
+        return None
+    rest = url[scheme.end() :]
+    at = rest.rfind("@")
+    user, colon, password = rest[:at].partition(":") if at >= 0 else ("", "", "")
+    if not colon:
+        return None
+    return url[: scheme.end()] + user, password, rest[at:]
+
+
 def redact_url(url: str) -> str:
     """`url` with any password replaced by ``****`` (``://user:pw@`` and ``password=``)."""
     if url.lower().startswith(("postgresql://", "postgres://")):
@@ -76,15 +91,18 @@ def redact_url(url: str) -> str:
             postgres = None
         if postgres is not None:
             return str(postgres.redact_dsn(url))
-    text = _USERINFO.sub(lambda m: f"{m.group('head')}:{REDACTED}@", url, count=1)
+    found = _userinfo_password(url)
+    text = url if found is None else f"{found[0]}:{REDACTED}{found[2]}"
     return _PASSWORD_PARAM.sub(lambda m: f"{m.group('key')}{REDACTED}", text)
 
 
 def _secrets(url: str) -> tuple[str, ...]:
     found: set[str] = set()
-    userinfo = _USERINFO.match(url)
+    userinfo = _userinfo_password(url)
     if userinfo is not None:
-        found.add(userinfo.group("pw"))
+        found.add(userinfo[1])
+        # a password holding "/" or "@" is cut there by URL parsers: its parts show alone
+        found.update(part for part in re.split(r"[/@?#]", userinfo[1]) if len(part) >= 3)
     found.update(m.group("pw").strip("'") for m in _PASSWORD_PARAM.finditer(url))
     try:
         password = urlsplit(url).password

@@ -23,6 +23,7 @@ from chongming_core import ConfigurationError
 __all__ = [
     "REDACTED",
     "Target",
+    "check_url_userinfo",
     "dsn_secrets",
     "parse_dsn",
     "redact_dsn",
@@ -36,13 +37,60 @@ _MAX_IDENTIFIER_BYTES = 63
 REDACTED = "****"
 
 _URL_PREFIX = re.compile(r"^\s*(postgres|postgresql)://", re.IGNORECASE)
-# libpq: the user info ends at the first "@" met before any "/".
-_URL_USERINFO = re.compile(r"^(?P<user>[^@/:]*):(?P<password>[^@/]*)@")
 _URL_QUERY_PASSWORD = re.compile(r"(?P<key>[?&]password=)(?P<value>[^&#]*)", re.IGNORECASE)
 # key=value form: a value is either single-quoted (backslash escapes) or runs to whitespace.
+# Any case: libpq refuses "PASSWORD=" as an unknown keyword, and its value must not show
 _KV_PASSWORD = re.compile(
-    r"(?P<key>(?:^|(?<=\s))password\s*=\s*)(?P<value>'(?:\\.|[^'\\])*'?|(?:\\.|[^\s\\])*)"
+    r"(?P<key>(?:^|(?<=\s))password\s*=\s*)(?P<value>'(?:\\.|[^'\\])*'?|(?:\\.|[^\s\\])*)",
+    re.IGNORECASE,
 )
+#: Characters a URL's user info cannot hold as they are (they end it or start another part).
+_NOT_IN_USERINFO = "/?#@"
+
+
+def _url_password(rest: str) -> tuple[str, str, str] | None:
+    """Split the part of a URL after ``scheme://`` into (user, password, the rest from
+    the "@" on), or None when it has no password.
+
+    The password is taken up to the *last* "@": a password holding "/" or "@" that was not
+    percent-encoded (libpq would cut it at the first "/" and show the rest as a host or a
+    database name) is hidden whole, together with anything up to that "@".
+    """
+    at = rest.rfind("@")
+    if at < 0:
+        return None
+    userinfo = rest[:at]
+    user, colon, password = userinfo.partition(":")
+    if not colon:
+        return None
+    return user, password, rest[at:]
+
+
+def check_url_userinfo(dsn: str) -> None:
+    """Refuse a URL DSN whose user or password holds "/", "?", "#" or "@" as they are.
+
+    libpq splits such a URL elsewhere than its author meant (part of the password becomes
+    the host or the database) and would show those parts in its messages. The error never
+    holds the password.
+
+    Raises:
+        ConfigurationError: the user info is ambiguous; percent-encode it.
+    """
+    prefix = _URL_PREFIX.match(dsn)
+    if prefix is None:
+        return
+    rest = dsn[prefix.end() :]
+    at = rest.rfind("@")
+    if at < 0 or not any(c in rest[:at] for c in _NOT_IN_USERINFO):
+        return
+    raise ConfigurationError(
+        f"the user or password in the DSN {redact_dsn(dsn)!r} holds '/', '?', '#' or '@', "
+        "which a URL cannot carry as they are; percent-encode them ('/' as %2F, '?' as %3F, "
+        "'#' as %23, '@' as %40 — urllib.parse.quote(password, safe='') does it) or use the "
+        "key=value form (password='...')"
+    )
+
+
 _KV_VALUE_QUOTED = re.compile(r"\\(.)")
 
 
@@ -59,7 +107,10 @@ def redact_dsn(dsn: str) -> str:
     prefix = _URL_PREFIX.match(dsn)
     if prefix is not None:
         head, rest = dsn[: prefix.end()], dsn[prefix.end() :]
-        rest = _URL_USERINFO.sub(lambda m: f"{m.group('user')}:{REDACTED}@", rest, count=1)
+        found = _url_password(rest)
+        if found is not None:
+            user, _, after = found
+            rest = f"{user}:{REDACTED}{after}"
         rest = _URL_QUERY_PASSWORD.sub(lambda m: f"{m.group('key')}{REDACTED}", rest)
         return head + rest
     return _KV_PASSWORD.sub(lambda m: f"{m.group('key')}{REDACTED}", dsn)
@@ -71,9 +122,12 @@ def _raw_passwords(dsn: str) -> list[str]:
     prefix = _URL_PREFIX.match(dsn)
     if prefix is not None:
         rest = dsn[prefix.end() :]
-        userinfo = _URL_USERINFO.match(rest)
+        userinfo = _url_password(rest)
         if userinfo is not None:
-            found.append(userinfo.group("password"))
+            password = userinfo[1]
+            found.append(password)
+            # libpq cuts a password holding "/" or "@" there: its parts show on their own
+            found.extend(p for p in re.split(r"[/@?#]", password) if len(p) >= 3)
         found.extend(m.group("value") for m in _URL_QUERY_PASSWORD.finditer(rest))
     else:
         for match in _KV_PASSWORD.finditer(dsn):

@@ -72,6 +72,7 @@ from chongming_store_postgres._codec import (
 )
 from chongming_store_postgres._dsn import (
     Target,
+    check_url_userinfo,
     dsn_secrets,
     parse_dsn,
     redact_dsn,
@@ -125,6 +126,7 @@ class PostgresTaskStore(TaskStore):
         if not isinstance(dsn, str):
             raise ConfigurationError(f"dsn must be a str, got {type(dsn).__name__}")
         self._redacted = redact_dsn(dsn)
+        check_url_userinfo(dsn)
         validate_options(schema, min_size, max_size, connect_timeout, self._redacted)
         try:
             params = parse_dsn(dsn)

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from chongming_core import ConfigurationError
+from chongming_store_postgres._dsn import check_url_userinfo, redact_dsn
 from chongming_store_postgres._store import PostgresTaskStore
 
 __all__ = ["store_from_url"]
@@ -16,7 +18,15 @@ __all__ = ["store_from_url"]
 
 def store_from_url(url: str) -> PostgresTaskStore:
     """``postgresql://user:pw@host:5432/db[?schema=name]`` (``postgres://`` works too)."""
-    parts = urlsplit(url)
+    check_url_userinfo(url)
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # "Invalid IPv6 URL", a bad port: the DSN is malformed
+        raise ConfigurationError(
+            f"cannot parse the DSN {redact_dsn(url)!r}: {exc}; write it as "
+            "'postgresql://user:password@host:5432/dbname' (an IPv6 host in brackets: "
+            "'[::1]')"
+        ) from None
     params = parse_qsl(parts.query, keep_blank_values=True)
     schemas = [value for key, value in params if key == "schema"]
     if not schemas:
