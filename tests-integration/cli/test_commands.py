@@ -240,6 +240,23 @@ def test_run_of_a_failing_task_exits_3_with_kind_and_message(workspace: Workspac
             "no store backend handles nosuch://",
             id="unknown-backend",
         ),
+        # bytes that are not UTF-8 (here Latin-1 'é'): no store keeps them, so the task
+        # would run without ever being recorded
+        pytest.param(
+            ["run", "add", *TASKS, "--arg", "a=1", "--label", "caf\udce9"],
+            "label 'caf\\udce9' is not valid Unicode",
+            id="label-not-utf8",
+        ),
+        pytest.param(
+            ["run", "add", *TASKS, "--arg", "a=1", "--tag", "caf\udce9"],
+            "is not valid Unicode",
+            id="tag-not-utf8",
+        ),
+        pytest.param(
+            ["run", "add", *TASKS, "--arg", "a=1", "--priority", str(10**30)],
+            "64-bit integer",
+            id="priority-out-of-range",
+        ),
     ],
 )
 def test_bad_input_exits_1_with_one_clear_line(

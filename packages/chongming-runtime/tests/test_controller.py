@@ -611,19 +611,40 @@ def test_wait_times_out_without_changing_anything(
 
 
 @pytest.mark.parametrize("field", ["task_id", "label", "bucket_key", "tags"])
-def test_nul_bytes_are_refused_at_submit(
-    make_controller: Callable[..., Controller], field: str
+@pytest.mark.parametrize(
+    ("bad", "why"),
+    [
+        ("a\x00b", "NUL byte"),
+        # a lone surrogate (bytes that were not UTF-8, decoded leniently: a shell argument, a
+        # file name) has no UTF-8 form: no store keeps it, so the task would run unrecorded
+        ("caf\udce9", "not valid Unicode"),
+    ],
+)
+def test_text_no_store_can_keep_is_refused_at_submit(
+    make_controller: Callable[..., Controller], field: str, bad: str, why: str
 ) -> None:
     controller = make_controller()
     controller.register("noop", lambda ctx: None)
-    value: Any = {"t\x00"} if field == "tags" else "a\x00b"
-    with pytest.raises(ConfigurationError, match="NUL byte"):
+    value: Any = {bad} if field == "tags" else bad
+    with pytest.raises(ConfigurationError, match=why):
         controller.submit("noop", **{field: value})
     assert controller.stats().total == 0
-    with pytest.raises(ConfigurationError, match="NUL byte"):
-        controller.register("bad\x00name", lambda ctx: None)
-    with pytest.raises(ConfigurationError, match="NUL byte"):
-        controller.stop("anything", reason="a\x00b")
+    with pytest.raises(ConfigurationError, match=why):
+        controller.register(f"name{bad}", lambda ctx: None)
+    with pytest.raises(ConfigurationError, match=why):
+        controller.stop("anything", reason=bad)
+
+
+@pytest.mark.parametrize("priority", [2**63, -(2**63) - 1, 10**30])
+def test_a_priority_no_store_can_keep_is_refused_at_submit(
+    make_controller: Callable[..., Controller], priority: int
+) -> None:
+    controller = make_controller()
+    controller.register("noop", lambda ctx: None)
+    with pytest.raises(ConfigurationError, match="64-bit integer"):
+        controller.submit("noop", priority=priority)
+    assert controller.stats().total == 0
+    assert controller.submit("noop", priority=2**63 - 1).wait(WAIT).ok
 
 
 def test_prune_forgets_dropped_tasks_and_reads_the_store_outside_the_lock(

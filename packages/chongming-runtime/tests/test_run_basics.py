@@ -191,7 +191,18 @@ def test_an_exception_fails_the_attempt_with_kind_exception() -> None:
 
 @pytest.mark.parametrize(
     ("value", "type_name"),
-    [({1, 2, 3}, "set"), (object(), "object"), (float("nan"), "float"), (b"x", "bytes")],
+    [
+        ({1, 2, 3}, "set"),
+        (object(), "object"),
+        (float("nan"), "float"),
+        (b"x", "bytes"),
+        # no store keeps a lone surrogate (bytes that were not UTF-8, decoded leniently)
+        ("caf\udce9", "str"),
+        ({"rows": ["ok", "caf\udce9"]}, "dict"),
+        # JSON would turn the key into "1": other processes would read another value
+        ({1: "a"}, "dict"),
+        ([{"a": {2: "b"}}], "list"),
+    ],
 )
 def test_a_result_that_is_not_json_fails_with_result_invalid(value: Any, type_name: str) -> None:
     outcome = run_task(
@@ -206,6 +217,13 @@ def test_a_result_that_is_not_json_fails_with_result_invalid(value: Any, type_na
     assert "pointer" in outcome.failure.message
     assert outcome.failure.retryable is False
     assert len(outcome.attempts) == 1  # not retried: it would fail the same way
+
+
+@pytest.mark.parametrize("value", ["café", {"名前": ["ok", "nul\x00kept", 1.5]}, (1, "x")])
+def test_results_every_store_keeps_pass(value: Any) -> None:
+    outcome = run_task(lambda ctx: value, executor=InlineExecutor())
+    assert outcome.status is S.SUCCEEDED
+    assert outcome.value == value
 
 
 def test_per_call_options_override_the_task_spec() -> None:

@@ -57,7 +57,7 @@ from chongming_runtime._reconcile import ReconcileReport, reconcile_store
 from chongming_runtime._registry import RegisteredTask, TaskRegistry
 from chongming_runtime._scheduling_lock import SchedulingLock
 from chongming_runtime._task_run import TaskRun
-from chongming_runtime._text import refuse_nul
+from chongming_runtime._text import refuse_unstorable
 from chongming_runtime._writer import StoreWriter
 from chongming_runtime.executors._base import Executor
 from chongming_runtime.executors.thread import ThreadExecutor
@@ -354,12 +354,17 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         self._refuse_if_closing()
         if label is not None and not isinstance(label, str):
             raise ConfigurationError(f"label must be a string, got {label!r}")
-        refuse_nul("label", label)
-        refuse_nul("bucket_key", bucket_key)
+        refuse_unstorable("label", label)
+        refuse_unstorable("bucket_key", bucket_key)
         for tag in tags if tags is not None and not isinstance(tags, str) else ():
-            refuse_nul("tag", tag)
+            refuse_unstorable("tag", tag)
         if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
             raise ConfigurationError(f"priority must be an integer, got {priority!r}")
+        if priority is not None and not -(2**63) <= priority < 2**63:
+            raise ConfigurationError(
+                f"priority {priority} is out of range: stores keep it as a 64-bit integer "
+                f"({-(2**63)} to {2**63 - 1})"
+            )
         if bucket_key is not None and not isinstance(bucket_key, str):
             raise ConfigurationError(
                 f"bucket_key must be a string, got {bucket_key!r} ({type(bucket_key).__name__})"
@@ -387,7 +392,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
             return f"{name}-{random_hex12()}"  # 48 random bits
         if not isinstance(task_id, str) or not task_id.strip():
             raise ConfigurationError(f"task_id must be a non-empty string, got {task_id!r}")
-        refuse_nul("task_id", task_id)
+        refuse_unstorable("task_id", task_id)
         with self._lock:
             held = task_id in self._runs
         # a pipeline's own lock is never taken under the controller's (its node releases

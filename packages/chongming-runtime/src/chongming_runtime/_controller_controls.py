@@ -16,7 +16,7 @@ from chongming_runtime._commands import NOT_HELD, new_command
 from chongming_runtime._controller_base import ControllerBase
 from chongming_runtime._outcome import TaskOutcome
 from chongming_runtime._task_run import TaskRun
-from chongming_runtime._text import refuse_nul
+from chongming_runtime._text import refuse_unstorable
 
 __all__ = ["ControllerControls"]
 
@@ -34,7 +34,7 @@ class ControllerControls(ControllerBase):
         Returns True when a stop was requested (applied here, or sent as a command to the
         holder), False when there is no such task or it has already finished.
         """
-        refuse_nul("reason", reason)
+        refuse_unstorable("reason", reason)
         with self._lock:
             run = self._runs.get(task_id)
         if run is not None:
@@ -90,7 +90,7 @@ class ControllerControls(ControllerBase):
     def stop_all(self, *, reason: str | None = None) -> int:
         """Request a stop of every unfinished task held here; returns how many requests were sent
         (not how many have stopped: follow with `wait_all`)."""
-        refuse_nul("reason", reason)
+        refuse_unstorable("reason", reason)
         with self._lock:
             runs = list(self._runs.values())
         sent = sum(1 for run in runs if run.stop(reason, actor=self.owner))

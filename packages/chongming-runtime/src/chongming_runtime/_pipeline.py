@@ -22,7 +22,7 @@ from chongming_core import (
     TaskStatus,
     Timeout,
 )
-from chongming_runtime._text import refuse_nul
+from chongming_runtime._text import refuse_unstorable
 from chongming_runtime.executors._base import Executor
 
 __all__ = ["JoinDecision", "Pipeline", "PipelineNode", "join_decision", "pipeline_status"]
@@ -113,7 +113,7 @@ class Pipeline:
             raise ConfigurationError(
                 f"pipeline {self.name!r} already has a node {node_id!r}; node ids must be unique"
             )
-        refuse_nul("node_id", node_id)
+        refuse_unstorable("node_id", node_id)
         try:
             join_mode = JoinMode(join)
         except ValueError:

@@ -22,7 +22,7 @@ from chongming_core import (
     get_task_spec,
     validate_tags,
 )
-from chongming_runtime._text import refuse_nul
+from chongming_runtime._text import refuse_unstorable
 
 __all__ = ["RegisteredTask", "TaskRegistry"]
 
@@ -71,7 +71,7 @@ class TaskRegistry:
         """Register `fn` under `name`. A ``@task`` spec supplies the defaults (R10)."""
         if not isinstance(name, str) or not name.strip():
             raise ConfigurationError(f"a task name must be a non-empty string, got {name!r}")
-        refuse_nul("task name", name)
+        refuse_unstorable("task name", name)
         if not callable(fn):
             raise ConfigurationError(
                 f"register({name!r}, ...) needs a callable task body, got {fn!r}"

@@ -12,19 +12,53 @@ import json
 from typing import Any
 
 from chongming_core import Failure, FailureKind
+from chongming_runtime._text import unstorable_text
 
 __all__ = ["result_failure", "result_problem"]
 
 
 def result_problem(value: Any) -> str | None:
-    """Why `value` cannot be stored as a JSON outcome, or None when it can."""
+    """Why `value` cannot be stored as a JSON outcome, or None when it can.
+
+    Beyond what ``json.dumps`` refuses: text that is not valid Unicode (no store can keep a
+    lone surrogate), and dict keys that are not strings (JSON would turn ``1`` into ``"1"``,
+    so other processes would read another value than this one).
+    """
     kind = type(value)
-    if value is None or kind is str or kind is bool or kind is int:
+    if value is None or kind is bool or kind is int:
         return None  # always JSON (a float may be NaN or infinite: it goes through dumps)
+    if kind is str:
+        return None if value.isascii() else _text_problem(value)
     try:
-        json.dumps(value, allow_nan=False)
+        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
     except (TypeError, ValueError, RecursionError) as exc:
         return f"{type(exc).__name__}: {exc}"
+    problem = None if text.isascii() else _text_problem(text)
+    return problem if problem is not None else _key_problem(value)
+
+
+def _text_problem(text: str) -> str | None:
+    why = unstorable_text(text.replace("\x00", ""))  # a NUL is kept: outcomes are JSON text
+    return None if why is None else f"a string {why}"
+
+
+def _key_problem(value: Any) -> str | None:
+    """A dict key that JSON would change (not a string), anywhere in `value`."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            for key, inner in item.items():
+                if not isinstance(key, str):
+                    return (
+                        f"the dict key {key!r} ({type(key).__name__}) is not a string: JSON "
+                        f"keeps only string keys, so other processes would read {str(key)!r}"
+                        if not isinstance(key, bool | None)
+                        else f"the dict key {key!r} is not a string: JSON keeps only string keys"
+                    )
+                stack.append(inner)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
     return None
 
 

@@ -4,14 +4,36 @@ from __future__ import annotations
 
 from chongming_core import ConfigurationError
 
-__all__ = ["refuse_nul"]
+__all__ = ["refuse_unstorable", "unstorable_text"]
 
 
-def refuse_nul(field: str, value: object) -> None:
-    """Refuse text with a NUL byte: not every store can keep it (PostgreSQL cannot), and a task
-    that reached one store but not another would tell two stories."""
-    if isinstance(value, str) and "\x00" in value:
+def unstorable_text(value: str) -> str | None:
+    """Why no store can keep `value` as text, or None when every store can.
+
+    A NUL byte: PostgreSQL cannot keep it in text. A lone surrogate (text decoded from bytes
+    that were not UTF-8, with ``surrogateescape``): it has no UTF-8 encoding, so neither
+    SQLite nor PostgreSQL can keep it.
+    """
+    if "\x00" in value:
+        return "contains a NUL byte (\\x00), which not every store can keep (PostgreSQL cannot)"
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        return (
+            f"is not valid Unicode (a lone surrogate {value[exc.start]!r} at position "
+            f"{exc.start}: text decoded from bytes that were not UTF-8), which no store can keep"
+        )
+    return None
+
+
+def refuse_unstorable(field: str, value: object) -> None:
+    """Refuse text a store cannot keep (see `unstorable_text`), before anything runs: a task
+    that ran but whose row could never be written would be invisible and uncontrollable."""
+    if not isinstance(value, str):
+        return
+    why = unstorable_text(value)
+    if why is not None:
         raise ConfigurationError(
-            f"{field} {value!r} contains a NUL byte (\\x00), which not every store can keep "
-            "(PostgreSQL cannot); remove it or replace it, e.g. with value.replace('\\x00', '')"
+            f"{field} {value!r} {why}; remove or replace those characters, e.g. "
+            "value.replace('\\x00', '') or value.encode('utf-8', 'replace').decode()"
         )
