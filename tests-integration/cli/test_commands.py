@@ -486,3 +486,40 @@ def test_a_dsn_password_never_appears(shared: Workspace, dsn: str) -> None:
     assert done.returncode == 1
     assert "Secret" not in done.stderr
     _one_error_line(done.stderr)
+
+
+# ------------------------------------------------------------------ hostile stored text
+def test_stored_text_never_drives_the_terminal(workspace: Workspace) -> None:
+    """Labels, ids and reasons come from whoever submitted the task: ps, status and history
+    show their control characters escaped, so none reaches the terminal as it is."""
+    hostile = "evil\x1b]0;pwned\x07\x1b[2J"
+    db = str(workspace.db)
+    done = workspace.cli(
+        "--db", db, "run", "add", *TASKS, "--arg", "a=1", "--task-id", "h\x1b[31m1",
+        "--label", hostile,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "\x1b" not in done.stderr  # the "running task ... stop it with" line
+    for args in (["ps"], ["status", "h\x1b[31m1"], ["history", "h\x1b[31m1"]):
+        shown = workspace.cli("--db", db, *args)
+        assert shown.returncode == 0, shown.stderr
+        assert "\x1b" not in shown.stdout
+        assert "\x07" not in shown.stdout
+        assert args[0] == "history" or "\\x1b" in shown.stdout  # shown, escaped
+    table = workspace.cli("--db", db, "ps").stdout.splitlines()
+    assert len(table) == 3  # header, rule, one row: nothing forged
+
+
+def test_a_mistyped_sqlite_url_is_reported_not_created(shared: Workspace) -> None:
+    missing = shared.root / "typo.db"
+    done = shared.cli("--dsn", f"sqlite:///{missing}", "ps")
+    assert done.returncode == 1
+    assert "no task database at" in _one_error_line(done.stderr)
+    assert "point --dsn at an existing file" in done.stderr
+    assert not missing.exists()
+
+
+def test_a_limit_below_one_names_the_bound(shared: Workspace) -> None:
+    done = shared.cli("--db", str(shared.root / "x.db"), "ps", "--limit", "-1")
+    assert done.returncode == 1
+    assert "must be >= 1" in _one_error_line(done.stderr)

@@ -89,3 +89,16 @@ def test_format_elapsed(seconds: float | None, text: str) -> None:
 def test_unknown_column_is_refused() -> None:
     with pytest.raises(ValueError, match="unknown columns"):
         render_table([], columns=["TASK_ID", "OWNER"])
+
+
+def test_stored_text_is_shown_escaped_never_as_control_characters() -> None:
+    """A label, id or progress message came from the submitter: an escape sequence would
+    drive the terminal and a line break would forge a row."""
+    snap = _snap(
+        "t\n0", "evil\x1b]0;pwned\x07\u009b2J", TaskStatus.RUNNING, attempt=1, started_at=NOW
+    )
+    lines = render_table([snap], now=NOW).splitlines()
+    assert len(lines) == 3  # header, rule, one row
+    row = lines[2]
+    assert row.isprintable()
+    assert row.split()[:3] == ["t\\n0", "evil\\x1b]0;pwned\\x07\\x9b2J", "running"]

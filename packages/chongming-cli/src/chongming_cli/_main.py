@@ -19,16 +19,9 @@ from chongming_core import (
     StoreError,
     TaskError,
 )
+from chongming_runtime import printable
 
 __all__ = ["main"]
-
-
-def _one_line(text: str) -> str:
-    """`text` with line breaks and other control characters escaped (as ``\\n``): an
-    error names what the user typed, and what they typed must not break the line."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 def _describe(exc: BaseException) -> str:
@@ -66,7 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:
-        console.note(f"{PROG}: error: {_one_line(exc.message)}")
+        console.note(f"{PROG}: error: {printable(exc.message)}")
         return EXIT_FAILED
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else EXIT_FAILED
@@ -80,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (Exception, KeyboardInterrupt) as exc:
         if debug:
             console.note(scrub("".join(traceback.format_exception(exc)).rstrip(), secrets))
-        console.note(f"{PROG}: error: {_one_line(scrub(_describe(exc), secrets))}")
+        console.note(f"{PROG}: error: {printable(scrub(_describe(exc), secrets))}")
         return exc.code if isinstance(exc, CliError) else EXIT_FAILED
     finally:
         try:

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from chongming_core import TaskSnapshot, TaskStatus, Transition
-from chongming_runtime import TaskOutcome, display_width, format_elapsed
+from chongming_runtime import TaskOutcome, display_width, format_elapsed, printable
 
 __all__ = [
     "Palette",
@@ -62,6 +62,7 @@ class Palette:
 
 def render_rows(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     """An aligned text table with a header and a rule, in the style of `render_table`."""
+    rows = [[printable(cell) for cell in row] for row in rows]  # stored text: see printable
     widths = [display_width(h) for h in header]
     for row in rows:
         for i, cell in enumerate(row):
@@ -107,29 +108,30 @@ def format_snapshot(
     """The ``status`` view: one task, one field per line."""
     moment = now or datetime.now(UTC)
     status = palette.status(snapshot.status) if palette else snapshot.status.value
+    p = printable  # every value below but the (painted) status came from the task's record
     pairs: list[tuple[str, str]] = [
-        ("task", snapshot.task_id),
-        ("name", snapshot.name),
+        ("task", p(snapshot.task_id)),
+        ("name", p(snapshot.name)),
     ]
     if snapshot.label:
-        pairs.append(("label", snapshot.label))
+        pairs.append(("label", p(snapshot.label)))
     pairs += [
         ("status", status + (" (in place)" if snapshot.paused_in_place else "")),
         ("attempt", f"{snapshot.attempt}/{snapshot.max_attempts}"),
         ("elapsed", format_elapsed(snapshot.elapsed(moment))),
-        ("progress", _progress_text(snapshot)),
-        ("tags", ", ".join(sorted(snapshot.tags)) or "-"),
+        ("progress", p(_progress_text(snapshot))),
+        ("tags", p(", ".join(sorted(snapshot.tags))) or "-"),
         ("priority", str(snapshot.priority)),
-        ("bucket", _bucket_text(snapshot)),
-        ("owner", snapshot.lease_owner or "-"),
+        ("bucket", p(_bucket_text(snapshot))),
+        ("owner", p(snapshot.lease_owner or "-")),
         ("created", format_time(snapshot.created_at)),
         ("started", format_time(snapshot.started_at)),
         ("finished", format_time(snapshot.finished_at)),
     ]
     if snapshot.failure is not None:
-        pairs.append(("failure", f"{snapshot.failure.kind.value}: {snapshot.failure.message}"))
+        pairs.append(("failure", f"{snapshot.failure.kind.value}: {p(snapshot.failure.message)}"))
     if snapshot.status is TaskStatus.SUCCEEDED:
-        pairs.append(("value", format_value(snapshot.outcome)))
+        pairs.append(("value", p(format_value(snapshot.outcome))))
     return _block(pairs)
 
 
@@ -152,15 +154,21 @@ def format_outcome(outcome: TaskOutcome, palette: Palette | None = None) -> str:
     snap = outcome.snapshot
     status = palette.status(outcome.status) if palette else outcome.status.value
     pairs = [
-        ("task", snap.task_id if snap.name == snap.task_id else f"{snap.task_id} ({snap.name})"),
+        (
+            "task",
+            printable(
+                snap.task_id if snap.name == snap.task_id else f"{snap.task_id} ({snap.name})"
+            ),
+        ),
         ("status", status),
         ("attempt", f"{snap.attempt}/{snap.max_attempts}"),
         ("elapsed", format_elapsed(snap.elapsed(snap.finished_at or datetime.now(UTC)))),
     ]
     if outcome.ok:
-        pairs.append(("value", format_value(outcome.value)))
+        pairs.append(("value", printable(format_value(outcome.value))))
     elif outcome.failure is not None:
-        pairs.append(("failure", f"{outcome.failure.kind.value}: {outcome.failure.message}"))
+        failure = outcome.failure
+        pairs.append(("failure", f"{failure.kind.value}: {printable(failure.message)}"))
     return _block(pairs)
 
 

@@ -125,21 +125,22 @@ def _seconds(text: str) -> float:
     return value
 
 
-def _non_negative(text: str) -> int:
+def _at_least(text: str, least: int) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 0")
+    if value < least:
+        raise argparse.ArgumentTypeError(f"{text!r} must be >= {least}")
     return value
+
+
+def _non_negative(text: str) -> int:
+    return _at_least(text, 0)
 
 
 def _positive(text: str) -> int:
-    value = _non_negative(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r} must be >= 1")
-    return value
+    return _at_least(text, 1)
 
 
 def _integer(text: str) -> int:

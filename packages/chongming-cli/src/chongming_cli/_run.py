@@ -25,7 +25,7 @@ from chongming_cli._output import format_outcome, write_json
 from chongming_cli._progress import ProgressReporter
 from chongming_cli._session import NodeOptions, make_controller
 from chongming_core import RetryPolicy, Timeout
-from chongming_runtime import ProcessExecutor, TaskOutcome, TaskRun
+from chongming_runtime import ProcessExecutor, TaskOutcome, TaskRun, printable
 
 __all__ = ["cmd_run"]
 
@@ -104,12 +104,20 @@ def cmd_run(args: argparse.Namespace, node: NodeOptions, console: Console) -> in
                 raise CliError(f"received {signals.first()} before the task was submitted")
             check_task_args(args.task, controller.registered(args.task).fn, task_kwargs)
             run = controller.submit(args.task, **options, **task_kwargs)
-            controller.flush()  # visible to other processes before we say so
             where = _store_option(node)
-            console.note(
-                f"running task {run.task_id!r} ({run.name}) as {controller.owner}; stop it from "
-                f"another terminal with: chongming-task{where} stop {run.task_id}"
+            running = (
+                f"running task {printable(repr(run.task_id))} ({run.name}) as {controller.owner}"
             )
+            if controller.flush():  # visible to other processes before we say so
+                console.note(
+                    f"{running}; stop it from another terminal with: "
+                    f"chongming-task{where} stop {shlex.quote(printable(run.task_id))}"
+                )
+            else:
+                console.note(
+                    f"{running}; the store has not taken it yet (it is retried), so other "
+                    "terminals can neither see nor stop it until then"
+                )
             reporter = ProgressReporter(console.err, tty=_isatty(console.err))
             try:
                 _follow(run, signals, reporter)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 import re
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
@@ -160,7 +161,24 @@ def _from_dsn(dsn: str, source: str) -> StoreLocation:
             f"{source} must be a store URL such as postgresql://user@host:5432/db or "
             f"sqlite:///tasks.db, got {label!r}"
         )
-    return StoreLocation(url=dsn, label=label, source=source, secrets=secrets)
+    return StoreLocation(
+        url=dsn, label=label, source=source, sqlite_path=_sqlite_file(dsn), secrets=secrets
+    )
+
+
+def _sqlite_file(url: str) -> Path | None:
+    """The file a ``sqlite:///`` URL names (None for other schemes and ``:memory:``), so a
+    query given a mistyped URL is refused like a mistyped --db instead of creating a file."""
+    if not url.lower().startswith("sqlite://"):
+        return None
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return None  # the backend reports it
+    path = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
+    if parts.netloc or not path or path == ":memory:":
+        return None
+    return Path(path)
 
 
 def _backends() -> dict[str, EntryPoint]:
@@ -177,10 +195,12 @@ def open_store(location: StoreLocation, *, create: bool) -> TaskStore:
     """
     path = location.sqlite_path
     if path is not None and not create and not path.exists():
+        named = location.source.startswith(("--", "CHONGMING_"))
+        option = location.source if named else "--db (or CHONGMING_DB)"
         raise CliError(
-            f"no task database at {str(path)!r} (from {location.source}); point --db (or "
-            "CHONGMING_DB) at an existing file, or create one by running a task: "
-            f"chongming-task --db {path} run TASK --tasks MODULE"
+            f"no task database at {str(path)!r} (from {location.source}); point "
+            f"{option} at an existing file, or create one by running a task: "
+            f"chongming-task --db {shlex.quote(str(path))} run TASK --tasks MODULE"
         )
     match = _SCHEME.match(location.url)
     assert match is not None

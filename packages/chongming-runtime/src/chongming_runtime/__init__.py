@@ -30,6 +30,7 @@ from chongming_runtime._stats import ControllerStats as ControllerStats
 from chongming_runtime._table import TABLE_COLUMNS as TABLE_COLUMNS
 from chongming_runtime._table import display_width as display_width
 from chongming_runtime._table import format_elapsed as format_elapsed
+from chongming_runtime._table import printable as printable
 from chongming_runtime._table import render_table as render_table
 from chongming_runtime._task_run import TaskRun as TaskRun
 from chongming_runtime._writer import PersistFailure as PersistFailure
@@ -69,6 +70,7 @@ __all__ = [
     "describe_buckets",
     "display_width",
     "format_elapsed",
+    "printable",
     "render_table",
     "run_command",
     "run_task",

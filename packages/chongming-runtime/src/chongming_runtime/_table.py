@@ -12,10 +12,26 @@ from datetime import UTC, datetime
 
 from chongming_core import TaskSnapshot
 
-__all__ = ["TABLE_COLUMNS", "display_width", "format_elapsed", "pad", "render_table"]
+__all__ = [
+    "TABLE_COLUMNS",
+    "display_width",
+    "format_elapsed",
+    "pad",
+    "printable",
+    "render_table",
+]
 
 #: The columns of `render_table`, in order.
 TABLE_COLUMNS = ("TASK_ID", "NAME", "STATUS", "ATTEMPT", "ELAPSED", "PROGRESS", "BUCKET", "FAILURE")
+
+
+def printable(text: str) -> str:
+    """`text` with line breaks and every other control character escaped (``\\n``,
+    ``\\x1b``...): what a task's record holds came from its submitter, and shown as it
+    is, an escape sequence would drive the terminal and a line break would forge rows."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
 
 
 def _char_width(char: str) -> int:
@@ -67,12 +83,12 @@ def format_elapsed(seconds: float | None) -> str:
 
 
 def _row(snapshot: TaskSnapshot, now: datetime, name_width: int | None) -> list[str]:
-    name = snapshot.display_name
+    name = printable(snapshot.display_name)
     if name_width is not None:
         name = truncate(name, name_width)
-    progress = snapshot.progress.render() if snapshot.progress is not None else "-"
+    progress = printable(snapshot.progress.render()) if snapshot.progress is not None else "-"
     return [
-        snapshot.task_id,
+        printable(snapshot.task_id),
         name,
         snapshot.status.value,
         f"{snapshot.attempt}/{snapshot.max_attempts}",
