@@ -166,8 +166,8 @@ def test_the_reconcile_view_is_a_dry_run(
         lost = app.screen.query_one("#lost", DataTable)
         adoptable = app.screen.query_one("#adoptable", DataTable)
         await wait_for(pilot, lambda: lost.row_count > 0, "the dry run")
-        assert [lost.get_row_at(i)[0] for i in range(lost.row_count)] == ["etl-002"]
-        assert sorted(adoptable.get_row_at(i)[0] for i in range(adoptable.row_count)) == [
+        assert [lost.get_row_at(i)[0].plain for i in range(lost.row_count)] == ["etl-002"]
+        assert sorted(adoptable.get_row_at(i)[0].plain for i in range(adoptable.row_count)) == [
             "etl-003", "etl-004",
         ]  # fmt: skip
         assert {s.task_id: s.status for s in store.query()} == before  # nothing written

@@ -13,7 +13,7 @@ from datetime import datetime
 from rich.text import Text
 
 from chongming_core import TERMINAL_STATUSES, Progress, TaskSnapshot, TaskStatus
-from chongming_runtime import format_elapsed
+from chongming_runtime import format_elapsed, printable
 
 __all__ = [
     "BAR_WIDTH",
@@ -23,6 +23,7 @@ __all__ = [
     "attempt_text",
     "format_age",
     "format_time",
+    "literal",
     "progress_cell",
     "status_text",
     "task_cells",
@@ -64,10 +65,15 @@ def status_text(status: TaskStatus) -> Text:
     return text
 
 
+def literal(text: str, style: str = "") -> Text:
+    """Text stored in a task's record, shown as it is: never read as Rich markup, with
+    line breaks and other control characters escaped (it came from the task's submitter)."""
+    return Text(printable(text), style=style)
+
+
 def truncated(text: str, width: int, style: str = "") -> Text:
-    """`text` cut to `width` display cells with ``…`` (CJK aware)."""
-    cell = Text()
-    cell.append(text, style=style)
+    """Stored `text` as a `literal`, cut to `width` display cells with ``…`` (CJK aware)."""
+    cell = literal(text, style)
     cell.truncate(width, overflow="ellipsis")
     return cell
 
@@ -88,7 +94,7 @@ def progress_cell(progress: Progress | None, *, bar_width: int = BAR_WIDTH) -> T
         cell.append(_BAR_CHAR * filled, style="green" if fraction >= 1 else "cyan")
         cell.append(_BAR_CHAR * (bar_width - filled), style="grey37")
         cell.append(" ")
-    cell.append(progress.render())
+    cell.append(printable(progress.render()))  # the unit is stored text
     return cell
 
 
@@ -163,7 +169,7 @@ def task_cells(
         lease = truncated(owner, lease_width, "" if snapshot.lease_owner else "dim")
     failure = snapshot.failure
     return (
-        snapshot.task_id,
+        literal(snapshot.task_id),
         truncated(snapshot.display_name, name_width),
         status_text(snapshot.status),
         attempt_text(snapshot),

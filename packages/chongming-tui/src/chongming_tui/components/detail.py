@@ -22,6 +22,7 @@ from chongming_tui._format import (
     attempt_text,
     format_age,
     format_time,
+    literal,
     progress_cell,
     status_text,
 )
@@ -63,20 +64,21 @@ def detail_fields(
     grid.add_row("status", status)
     if pending is not None:
         grid.add_row("action", Text(f"{pending.action} requested, not confirmed yet", _WARN))
-    grid.add_row("name", s.name)
-    grid.add_row("label", s.label or Text("-", style="dim"))
+    grid.add_row("name", literal(s.name))
+    grid.add_row("label", _or_dash(s.label))
     if s.description:
-        grid.add_row("description", s.description)
+        grid.add_row("description", literal(s.description))
     grid.add_row("attempt", attempt_text(s))
-    grid.add_row("tags", ", ".join(sorted(s.tags)) or Text("-", style="dim"))
+    grid.add_row("tags", _or_dash(", ".join(sorted(s.tags))))
     grid.add_row("priority", str(s.priority))
     bucket = "-" if s.bucket is None else str(s.bucket)
     if s.bucket_key:
         bucket += f"  (key {s.bucket_key})"
-    grid.add_row("bucket", bucket)
+    grid.add_row("bucket", literal(bucket))
     if s.pipeline_id:
-        grid.add_row("pipeline", f"{s.pipeline_id}  node {s.node_id or '-'}")
-    grid.add_row("executor", f"{s.executor or '-'}  pid {s.pid if s.pid is not None else '-'}")
+        grid.add_row("pipeline", literal(f"{s.pipeline_id}  node {s.node_id or '-'}"))
+    executor = f"{s.executor or '-'}  pid {s.pid if s.pid is not None else '-'}"
+    grid.add_row("executor", literal(executor))
     grid.add_row("created", _when(s.created_at, now))
     grid.add_row("started", _when(s.started_at, now))
     grid.add_row("finished", _when(s.finished_at, now))
@@ -87,7 +89,7 @@ def detail_fields(
     grid.add_row("elapsed", "-" if elapsed is None else format_age(elapsed))
     progress = progress_cell(s.progress, bar_width=20)
     if s.progress is not None and s.progress.message:
-        progress.append(f"  {s.progress.message}", style="italic")
+        progress.append_text(literal(f"  {s.progress.message}", "italic"))
     grid.add_row("progress", progress)
     health = assess(s, now, idle_threshold)
     beat = _when(s.last_heartbeat_at, now)
@@ -102,15 +104,20 @@ def detail_fields(
         line.append_text(status_text(record.status))
         line.append(f"  {format_time(record.started_at)} → {format_time(record.ended_at)}")
         if record.failure is not None:
-            line.append(f"  {record.failure.kind.value}: {record.failure.message}", style="red")
+            failure = f"  {record.failure.kind.value}: {record.failure.message}"
+            line.append_text(literal(failure, "red"))
         grid.add_row("attempts" if record.number == s.attempts[0].number else "", line)
     return grid
+
+
+def _or_dash(text: str | None) -> Text:
+    return literal(text) if text else Text("-", style="dim")
 
 
 def _lease(s: TaskSnapshot, left: float | None, expired: bool) -> Text:
     if s.lease_owner is None and s.lease_until is None:
         return Text("-", style="dim")
-    text = Text(f"{s.lease_owner or '-'} until {format_time(s.lease_until)}")
+    text = literal(f"{s.lease_owner or '-'} until {format_time(s.lease_until)}")
     if left is None:
         return text
     if expired:
@@ -132,9 +139,9 @@ def _failure(s: TaskSnapshot) -> RenderableType:
     text.append(failure.kind.value, style="bold red")
     text.append("  retryable" if failure.retryable else "  not retryable", style="dim")
     if failure.exception_type:
-        text.append(f"  {failure.exception_type}", style="dim")
+        text.append_text(literal(f"  {failure.exception_type}", "dim"))
     text.append("\n")
-    text.append(failure.message)
+    text.append_text(literal(failure.message))
     return text
 
 
@@ -162,7 +169,7 @@ class TaskDetailScreen(Screen[None]):
         """Header, title, fields, history, status line, footer."""
         yield DashboardHeader(id="header")
         with VerticalScroll(id="detail-body"):
-            yield Static(Text(f"task {self.task_id}", style="bold"), id="detail-title")
+            yield Static(literal(f"task {self.task_id}", "bold"), id="detail-title")
             yield Static(Text("loading…", style="dim"), id="detail-fields")
             yield Static(Text("history", style="bold"), id="history-title")
             yield DataTable[str | Text](id="history", cursor_type="row", zebra_stripes=True)
@@ -204,11 +211,11 @@ class TaskDetailScreen(Screen[None]):
         title = self.query_one("#detail-title", Static)
         fields = self.query_one("#detail-fields", Static)
         if snapshot is None:
-            title.update(Text(f"task {self.task_id}", style="bold"))
+            title.update(literal(f"task {self.task_id}", "bold"))
             fields.update(Text("this task is not in the store", style="bold red"))
             return
-        heading = Text(f"task {snapshot.task_id}", style="bold")
-        heading.append(f"  {snapshot.display_name}  ")
+        heading = literal(f"task {snapshot.task_id}", "bold")
+        heading.append_text(literal(f"  {snapshot.display_name}  "))
         heading.append_text(status_text(snapshot.status))
         title.update(heading)
         fields.update(
@@ -225,9 +232,9 @@ class TaskDetailScreen(Screen[None]):
                 str(t.status_version),
                 status_text(t.from_status),
                 status_text(t.to_status),
-                t.trigger,
-                t.actor,
-                t.reason or Text("-", style="dim"),
+                literal(t.trigger),
+                literal(t.actor),
+                _or_dash(t.reason),
                 format_time(t.at),
                 key=str(t.status_version),
             )

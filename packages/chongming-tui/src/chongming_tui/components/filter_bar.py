@@ -8,6 +8,7 @@ from textual.containers import Horizontal
 from textual.widgets import Input, Static
 
 from chongming_tui._filters import StatusGroup, TaskFilter
+from chongming_tui._format import literal
 
 __all__ = ["GROUP_KEYS", "FilterBar", "filter_text"]
 
@@ -30,7 +31,7 @@ def filter_text(task_filter: TaskFilter, shown: int | None) -> Text:
         text.append(group.value, style=style)
         text.append(" ")
     text.append(" ")
-    text.append(task_filter.describe(), style="italic")
+    text.append_text(literal(task_filter.describe(), "italic"))  # quotes what was typed
     if shown is not None:
         text.append("  ")
         if shown >= task_filter.limit:

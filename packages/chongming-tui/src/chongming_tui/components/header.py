@@ -7,7 +7,7 @@ from textual.widgets import Static
 
 from chongming_core import TaskStatus
 from chongming_runtime import ControllerStats
-from chongming_tui._format import STATUS_STYLES, format_age
+from chongming_tui._format import STATUS_STYLES, format_age, literal
 
 __all__ = ["DashboardHeader", "header_text"]
 
@@ -26,9 +26,9 @@ def header_text(
     text = Text()
     text.append("chongming", style="bold")
     text.append("  store ", style="dim")
-    text.append(store_label)
+    text.append_text(literal(store_label))
     text.append("  console ", style="dim")
-    text.append(owner)
+    text.append_text(literal(owner))
     text.append("  buckets ", style="dim")
     text.append(buckets)
     text.append("  ")
@@ -39,7 +39,7 @@ def header_text(
     if not live:
         text.append("  live refresh off", style="bold yellow")
     if error is not None:
-        text.append(f"  store error: {error}", style="bold red")
+        text.append_text(literal(f"  store error: {error}", "bold red"))
     text.append("\n")
     if stats is None:
         return text

@@ -19,7 +19,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from chongming_core import TaskSnapshot
 from chongming_runtime import ReconcileReport
-from chongming_tui._format import format_age, format_time, status_text, truncated
+from chongming_tui._format import format_age, format_time, literal, status_text, truncated
 
 if TYPE_CHECKING:
     from chongming_tui._app import DashboardApp
@@ -102,7 +102,7 @@ class ReconcileScreen(Screen[None]):
         if not self.is_mounted:
             return
         self.query_one("#reconcile-title", Static).update(
-            Text(f"reconcile (dry run) failed: {error}", style="bold red")
+            literal(f"reconcile (dry run) failed: {error}", "bold red")
         )
 
     @staticmethod
@@ -118,10 +118,10 @@ class ReconcileScreen(Screen[None]):
                 else f"{format_time(until)} ({format_age((now - until).total_seconds())} ago)"
             )
             table.add_row(
-                s.task_id,
+                literal(s.task_id),
                 truncated(s.display_name, 20),
                 status_text(s.status),
-                s.lease_owner or "-",
+                literal(s.lease_owner or "-"),
                 expired,
                 "-" if s.bucket is None else str(s.bucket),
             )

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from rich.text import Text
 from textual.widgets import Static
+
+from chongming_tui._format import literal
 
 __all__ = ["StatusLine"]
 
@@ -18,5 +19,5 @@ class StatusLine(Static):
             self.say(str(said[0]), str(said[1]))
 
     def say(self, text: str, style: str = "") -> None:
-        """Show `text` in `style`."""
-        self.update(Text(text, style=style))
+        """Show `text` in `style` (literally: it may quote a task's id or an error)."""
+        self.update(literal(text, style))

@@ -17,7 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
 
 from chongming_core import TaskSnapshot
-from chongming_tui._format import status_text
+from chongming_tui._format import literal, status_text
 
 __all__ = ["StopDialog"]
 
@@ -41,8 +41,8 @@ class StopDialog(ModalScreen[str | None]):
         """Title, the reason box, the confirmation row."""
         s = self.snapshot
         title = Text("Stop task ", style="bold")
-        title.append(s.task_id, style="bold")
-        title.append(f"  {s.display_name}  ")
+        title.append_text(literal(s.task_id, "bold"))
+        title.append_text(literal(f"  {s.display_name}  "))
         title.append_text(status_text(s.status))
         with Vertical(id="stop-dialog"):
             yield Static(title, id="stop-title")
@@ -68,9 +68,9 @@ class StopDialog(ModalScreen[str | None]):
             return
         self.reason = reason
         question = Text("Stop ")
-        question.append(self.snapshot.task_id, style="bold")
+        question.append_text(literal(self.snapshot.task_id, "bold"))
         question.append(" with reason ")
-        question.append(reason, style="bold")
+        question.append_text(literal(reason, "bold"))
         question.append("?  y: stop  n: cancel")
         confirm.update(question)
         button = self.query_one("#stop-yes", Button)
