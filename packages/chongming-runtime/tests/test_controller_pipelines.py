@@ -577,3 +577,40 @@ def test_fail_fast_never_runs_a_node_released_as_another_failed(
     assert outcome.status is S.FAILED
     assert outcome.nodes["d"].status is S.SKIPPED
     assert ran == []
+
+
+def test_close_waits_while_a_pipeline_is_registered_written_and_timed() -> None:
+    """close() on another thread between a submit's registration and its first writes and
+    start timers: it waits for them, so it never stops nodes whose creation is then written
+    after their end (into a closed writer) or timed after they settled (D45)."""
+    clock = FakeClock()
+    controller = Controller(store=InMemoryTaskStore(), clock=clock, max_parallel=1)
+    controller.register("a", lambda ctx: 1)
+    pipeline = Pipeline("p")
+    head = pipeline.node("a", node_id="h")
+    pipeline.node("a", node_id="d", depends_on=[head], timeout=Timeout(start=30))
+    real_record = controller._writer.record
+    closers: list[threading.Thread] = []
+
+    def record(snapshot: Any, transitions: Any = (), **kwargs: Any) -> None:
+        if not closers and not kwargs:  # the submit's first (creation) write
+            closer = threading.Thread(target=lambda: controller.close(timeout=WAIT))
+            closers.append(closer)
+            closer.start()
+            closer.join(0.2)  # blocked on the pipelines' lock (or done, if it was not)
+        real_record(snapshot, transitions, **kwargs)
+
+    controller._writer.record = record  # type: ignore[method-assign]
+    try:
+        prun = controller.submit_pipeline(pipeline)
+    except ConfigurationError:  # close() came first after all: refused, nothing made
+        prun = None
+    closers[0].join(WAIT)
+    assert not closers[0].is_alive()
+    if prun is not None:
+        assert prun.done
+        assert prun.outcome().status is S.STOPPED
+        history = controller.history(prun.task_ids["d"])
+        assert [t.to_status for t in history] == [S.BLOCKED, S.STOPPED]
+    assert clock.pending_timers == 0  # no timer armed for a settled node
+    assert controller._writer.pending_count == 0  # nothing left that no flush will take

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["Failure", "FailureKind"]
+__all__ = ["Failure", "FailureKind", "storable_text"]
 
 
 class FailureKind(StrEnum):
@@ -53,10 +53,18 @@ _RETRYABLE_BY_DEFAULT = frozenset(
 _TIMEOUTS = frozenset({_K.TIMEOUT_START, _K.TIMEOUT_ATTEMPT, _K.TIMEOUT_IDLE})
 
 
-def _printable(text: str) -> str:
-    """Exception text with NUL bytes written as ``\\x00``: not every store can keep a NUL,
-    and a failure that cannot be stored would hide the task's end."""
-    return text.replace("\x00", "\\x00") if "\x00" in text else text
+def storable_text(text: str) -> str:
+    """`text` with what no store can keep written as escapes: a NUL byte as ``\\x00``, a
+    lone surrogate (bytes that were not UTF-8, decoded leniently: a file name in an error)
+    as ``\\udcXX``. A failure that could not be stored would hide the task's end."""
+    if "\x00" in text:
+        text = text.replace("\x00", "\\x00")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,10 +95,10 @@ class Failure:
         """Build a failure whose `retryable` defaults to the kind's default."""
         return cls(
             kind=kind,
-            message=message,
+            message=storable_text(message),
             retryable=kind.default_retryable if retryable is None else retryable,
             exception_type=exception_type,
-            traceback=traceback,
+            traceback=None if traceback is None else storable_text(traceback),
         )
 
     @classmethod
@@ -110,10 +118,10 @@ class Failure:
         message = f"{exc_type.__qualname__}: {text}" if text else exc_type.__qualname__
         return cls.of(
             kind,
-            _printable(message),
+            message,
             retryable=retryable,
             exception_type=qualified,
-            traceback=_printable("".join(_traceback.format_exception(exc))),
+            traceback="".join(_traceback.format_exception(exc)),
         )
 
     def to_dict(self) -> dict[str, Any]:

@@ -19,7 +19,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from chongming_core import ConfigurationError, Progress, TaskCancelled
+from chongming_core import ConfigurationError, Progress, TaskCancelled, storable_text
 from chongming_runtime._control import ControlView
 
 __all__ = ["LOG_LINES_KEPT", "RuntimeContext", "task_logger", "task_logger_name"]
@@ -202,6 +202,11 @@ class RuntimeContext:
             if math.isnan(value):
                 raise ConfigurationError(f"progress {label} must not be NaN")
         if self._progress_sink is not None:
+            # informational text: kept, with what no store can keep written as escapes
+            if isinstance(unit, str):
+                unit = storable_text(unit)
+            if isinstance(message, str):
+                message = storable_text(message)
             self._progress_sink(Progress(done=done, total=total, unit=unit, message=message))
 
     def log(self, message: str, *, level: int = logging.INFO) -> None:

@@ -174,6 +174,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         self.owner = owner if owner is not None else default_owner()
         if not isinstance(self.owner, str) or not self.owner.strip():
             raise ConfigurationError(f"owner must be a non-empty string, got {owner!r}")
+        refuse_unstorable("owner", self.owner)  # written in every lease, transition, command
         self.concurrency = concurrency
         self.bucket_policy = bucket_policy
         self._ownership = BucketOwnership(bucket_policy, owned_buckets)

@@ -55,6 +55,7 @@ class Pipeline:
     def __init__(self, name: str, *, aggregation: AggregationPolicy | None = None) -> None:
         if not isinstance(name, str) or not name:
             raise ConfigurationError(f"a pipeline needs a non-empty name, got {name!r}")
+        refuse_unstorable("pipeline name", name)  # a part of every node's task id
         if aggregation is not None and not isinstance(aggregation, AggregationPolicy):
             raise ConfigurationError(
                 f"aggregation must be AggregationPolicy.fail_fast() or .all_settled(), "

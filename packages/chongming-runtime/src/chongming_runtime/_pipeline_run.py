@@ -41,6 +41,7 @@ from chongming_runtime._pipeline import (
     join_decision,
     pipeline_status,
 )
+from chongming_runtime._text import refuse_unstorable
 
 if TYPE_CHECKING:
     from chongming_runtime._controller import Controller
@@ -159,6 +160,7 @@ class PipelineRun:
 
     def stop(self, reason: str | None = None) -> int:
         """Stop every unfinished node (released or not); returns how many stops were sent."""
+        refuse_unstorable("reason", reason)
         with self._lock:
             nodes = list(self._nodes.values())
         sent = 0
@@ -271,17 +273,18 @@ class PipelineCoordinator:
         with prun._lock:
             prun._nodes = {n.definition.node_id: n for n in nodes.values()}
         with self._lock:
-            # checked again under the lock `close()` stops pipelines under: a submit that
-            # passed the first check while close() ran would register a pipeline whose
-            # nodes close() never stops or waits for (D45)
+            # checked again under the lock `close()` stops pipelines under, and the pipeline
+            # registered, written and timed in one go: a submit that passed the first check
+            # while close() ran would register a pipeline whose nodes close() never stops or
+            # waits for, or write them after close() stopped them (D45)
             c._refuse_if_closing()
             self._pipelines[pipeline_id] = prun
             for item in nodes.values():
                 self._by_task[item.task_id] = (prun, item.definition.node_id)
-        for item in nodes.values():
-            assert item.machine is not None
-            c._writer.record(item.machine.snapshot, item.machine.transitions)
-        self._arm_start_timeouts(prun)
+            for item in nodes.values():
+                assert item.machine is not None
+                c._writer.record(item.machine.snapshot, item.machine.transitions)
+            self._arm_start_timeouts(prun)
         for node_id in order:
             if not nodes[node_id].definition.depends_on:
                 self._release(prun, node_id)
@@ -347,7 +350,7 @@ class PipelineCoordinator:
             node.machine = None
             run._start_origin = prun._submitted  # the start timeout counts blocked time (R1)
             timer, node.start_timer = node.start_timer, None
-        if timer is not None:  # outside the pipeline's lock: the clock calls in under its own
+        if timer is not None:  # its expiry now finds the node released: a no-op
             timer.cancel()
         try:
             run.start()

@@ -20,6 +20,7 @@ from chongming_core import (
     TaskSpec,
     Timeout,
     get_task_spec,
+    storable_text,
     validate_tags,
 )
 from chongming_runtime._text import refuse_unstorable
@@ -84,16 +85,20 @@ class TaskRegistry:
             )
         spec: TaskSpec | None = get_task_spec(fn)
         tag_set = validate_tags(tags) if tags is not None else (spec.tags if spec else frozenset())
+        for tag in tag_set:  # they are written with every submission of the task
+            refuse_unstorable("tag", tag)
+        refuse_unstorable("description", description)
         if retry is not None and not isinstance(retry, RetryPolicy):
             raise ConfigurationError(f"retry must be a RetryPolicy, got {retry!r}")
         if timeout is not None and not isinstance(timeout, Timeout):
             raise ConfigurationError(f"timeout must be a Timeout, got {timeout!r}")
+        if description is None:  # from the docstring: kept, with unstorable text escaped
+            description = spec.description if spec else _first_doc_line(fn)
+            description = None if description is None else storable_text(description)
         registered = RegisteredTask(
             name=name,
             fn=fn,
-            description=description
-            if description is not None
-            else (spec.description if spec else _first_doc_line(fn)),
+            description=description,
             tags=tag_set,
             retry=retry if retry is not None else (spec.retry if spec else None),
             timeout=timeout if timeout is not None else (spec.timeout if spec else None),

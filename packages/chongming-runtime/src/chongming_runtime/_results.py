@@ -34,7 +34,9 @@ def result_problem(value: Any) -> str | None:
     except (TypeError, ValueError, RecursionError) as exc:
         return f"{type(exc).__name__}: {exc}"
     problem = None if text.isascii() else _text_problem(text)
-    return problem if problem is not None else _key_problem(value)
+    if problem is None and "{" in text:  # no dict, no key to check (a list of numbers, say)
+        problem = _key_problem(value)
+    return problem
 
 
 def _text_problem(text: str) -> str | None:

@@ -45,6 +45,7 @@ from chongming_runtime._attempt import Attempt, AttemptResult, ResultKind
 from chongming_runtime._command import CommandFailed
 from chongming_runtime._pausing import Pausing
 from chongming_runtime._results import result_failure, result_problem
+from chongming_runtime._text import refuse_unstorable
 from chongming_runtime.executors.thread import run_elsewhere
 
 if TYPE_CHECKING:
@@ -446,6 +447,7 @@ class Supervision(Pausing):
     # ================================================================ stop
     def stop(self, reason: str | None = None, *, actor: str | None = None) -> bool:
         """Request a stop; never blocks. Returns False when already terminal or stopping."""
+        refuse_unstorable("reason", reason)  # written with the stop
         who = actor or self._actor
         with self._lock:
             machine = self._machine
