@@ -95,10 +95,10 @@ class Failure:
         """Build a failure whose `retryable` defaults to the kind's default."""
         return cls(
             kind=kind,
-            message=storable_text(message),
+            message=message,
             retryable=kind.default_retryable if retryable is None else retryable,
             exception_type=exception_type,
-            traceback=None if traceback is None else storable_text(traceback),
+            traceback=traceback,
         )
 
     @classmethod
@@ -118,10 +118,10 @@ class Failure:
         message = f"{exc_type.__qualname__}: {text}" if text else exc_type.__qualname__
         return cls.of(
             kind,
-            message,
+            storable_text(message),  # an exception's text is whatever the body put in it
             retryable=retryable,
             exception_type=qualified,
-            traceback="".join(_traceback.format_exception(exc)),
+            traceback=storable_text("".join(_traceback.format_exception(exc))),
         )
 
     def to_dict(self) -> dict[str, Any]:
