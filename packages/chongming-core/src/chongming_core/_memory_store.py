@@ -179,8 +179,12 @@ class InMemoryTaskStore(TaskStore):
             self._append(transitions)
 
     def _append(self, transitions: Iterable[Transition]) -> None:
+        history = self._history
         for record in transitions:
-            self._history.setdefault(record.task_id, {}).setdefault(record.status_version, record)
+            versions = history.get(record.task_id)
+            if versions is None:
+                versions = history[record.task_id] = {}
+            versions.setdefault(record.status_version, record)  # a record is written once
 
     def history(self, task_id: str) -> list[Transition]:
         """See `TaskStore.history`."""
