@@ -214,6 +214,38 @@ def test_leases_are_renewed_on_the_touch_timer(controllers: Callable[..., Contro
     assert survivor.reconcile(dry_run=True).lost == ()
 
 
+def test_a_node_idle_past_its_lease_submits_with_a_fresh_one(
+    controllers: Callable[..., Controller],
+) -> None:
+    """The lease was computed at construction; a node that first submits after lease_ttl
+    must not write an expired lease (reconcile would call its live task lost)."""
+    store = InMemoryTaskStore()
+    clock = FakeClock()
+    worker = controllers(store=store, owner="w", clock=clock, lease_ttl=30, touch_interval=1)
+    worker.register("sync", worker_body)
+    clock.advance(45)  # idle, longer than lease_ttl
+    run = worker.submit("sync", "x", task_id="late")
+    _until(lambda: run.status is S.RUNNING, "the task to run")
+    assert worker.flush()
+    stored = store.get("late")
+    assert stored is not None
+    assert stored.lease_until is not None
+    assert stored.lease_until > clock.now()
+    console = controllers(store=store, owner="console", clock=clock)
+    assert console.reconcile(dry_run=True).lost == ()
+
+
+@pytest.mark.parametrize(("lease_ttl", "touch_interval"), [(0.5, 1.0), (2.0, 1.0), (1.0, 0.5)])
+def test_a_lease_the_touch_timer_cannot_renew_in_time_is_refused(
+    lease_ttl: float, touch_interval: float
+) -> None:
+    with pytest.raises(ConfigurationError, match="at least 3 x touch_interval"):
+        Controller(store=InMemoryTaskStore(), lease_ttl=lease_ttl, touch_interval=touch_interval)
+    Controller(
+        store=InMemoryTaskStore(), lease_ttl=3 * touch_interval, touch_interval=touch_interval
+    )
+
+
 class FlakyStore(InMemoryTaskStore):
     def __init__(self) -> None:
         super().__init__()

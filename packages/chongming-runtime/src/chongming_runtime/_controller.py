@@ -164,6 +164,13 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         ):
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigurationError(f"{name} must be > 0 seconds, got {value!r}")
+        if touch_interval * 3 > lease_ttl:
+            raise ConfigurationError(
+                f"lease_ttl ({lease_ttl:g} s) must be at least 3 x touch_interval "
+                f"({touch_interval:g} s): leases are renewed on the touch timer, so a shorter "
+                "lease could expire while its holder is alive, and reconcile() would call its "
+                "tasks lost; raise lease_ttl or lower touch_interval"
+            )
         if executor is not None and getattr(executor, "inline", False):
             raise ConfigurationError(
                 "a Controller cannot use InlineExecutor: it runs the task in the caller's "
@@ -201,6 +208,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         self._closed = False
         self._lease_until = self.clock.now() + timedelta(seconds=self.lease_ttl)
         self._next_renewal = self.clock.monotonic() + self.lease_ttl / 3
+        self._ticking = False
         self._writer = StoreWriter(self.store, clock=self.clock, decorate=self._stamp_lease)
         self._admission = self._admit  # one bound method shared by every run
         self._listening: tuple[Controller] = (self,)
@@ -308,6 +316,8 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
             retry=retry, timeout=timeout, executor=executor,
         )  # fmt: skip
         task_id = self._new_task_id(name, task_id)
+        if not self._ticking:
+            self._ensure_tick()  # renews the lease first: before the first tick it is stale
         now = self.clock.now()
         # every field was validated above (StateMachine.create would validate them again and
         # copy the tag set, which a registered task shares between all its submissions)
@@ -335,8 +345,6 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         self._writer.record(machine.snapshot)
         if not self._poller.started:
             self._poller.start()
-        if self._tick_timer is None:
-            self._ensure_tick()
         run.start()
         return run
 

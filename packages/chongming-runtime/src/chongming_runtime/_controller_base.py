@@ -57,6 +57,7 @@ class ControllerBase:
     _closed: bool
     _lease_until: datetime
     _next_renewal: float
+    _ticking: bool  # the touch timer was started (it runs until close)
     _writer: StoreWriter
     _tick_timer: TimerHandle | None
     _pipelines: PipelineCoordinator

@@ -177,9 +177,18 @@ class ControllerFlow(ControllerBase):
         return snapshot.evolve(lease_owner=self.owner, lease_until=until)
 
     def _ensure_tick(self) -> None:
+        """Start the touch timer (once), renewing the lease first: a node idle since its
+        construction (longer than `lease_ttl`, maybe) must not submit with a stale lease."""
         with self._lock:
-            if self._tick_timer is None and not self._closing:
+            if self._tick_timer is None and not self._ticking and not self._closing:
+                self._ticking = True
+                self._renew_lease()
                 self._tick_timer = self.clock.call_later(self.touch_interval, self._tick)
+
+    def _renew_lease(self) -> None:
+        """The lease this node writes from now on: `lease_ttl` from now."""
+        self._lease_until = self.clock.now() + timedelta(seconds=self.lease_ttl)
+        self._next_renewal = self.clock.monotonic() + self.lease_ttl / 3
 
     def _tick(self) -> None:
         """Every `touch_interval`: flush progress and heartbeats; renew leases when due."""
@@ -190,8 +199,7 @@ class ControllerFlow(ControllerBase):
             runs = [r for r in self._runs.values() if not r.done]
         renew = self.clock.monotonic() >= self._next_renewal
         if renew:
-            self._lease_until = self.clock.now() + timedelta(seconds=self.lease_ttl)
-            self._next_renewal = self.clock.monotonic() + self.lease_ttl / 3
+            self._renew_lease()
         for run in runs:
             status = run.status
             if status.is_terminal:
@@ -211,7 +219,9 @@ class ControllerFlow(ControllerBase):
                 self._writer.touch(TouchUpdate(run.task_id, **self._lease_fields(True)))
         self._pipelines.renew(renew)
         self._writer.request_flush()
-        self._ensure_tick()
+        with self._lock:  # the next tick (the lease is renewed on its own schedule above)
+            if self._tick_timer is None and not self._closing:
+                self._tick_timer = self.clock.call_later(self.touch_interval, self._tick)
 
     def _lease_fields(self, renew: bool) -> dict[str, Any]:
         if not renew:
