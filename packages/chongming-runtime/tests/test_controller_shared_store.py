@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from datetime import timedelta
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
@@ -15,6 +16,7 @@ from chongming_core import (
     FakeClock,
     InMemoryTaskStore,
     SnapshotWrite,
+    StateMachine,
     StoreError,
     TaskStatus,
     TouchUpdate,
@@ -282,3 +284,55 @@ def test_a_failing_store_never_fails_a_task_and_catches_up(
     assert stored.status is S.SUCCEEDED
     assert stored.outcome == 8
     assert [t.status_version for t in store.history("d")] == [1, 2, 3, 4]
+
+
+def _orphan(store: InMemoryTaskStore, clock: FakeClock, task_id: str, *, running: bool) -> None:
+    """A task left by a holder that died a minute ago (its lease expired)."""
+    machine = StateMachine.create(task_id, "sync", clock=clock)
+    machine.mark_queued()
+    if running:
+        machine.mark_starting(executor="thread")
+        machine.mark_running()
+    snapshot = machine.snapshot.evolve(
+        lease_owner="dead-node", lease_until=clock.now() - timedelta(seconds=60)
+    )
+    store.create(snapshot, machine.transitions)
+
+
+def test_commands_for_tasks_whose_holder_is_gone_are_settled_not_handed_back_forever(
+    controllers: Callable[..., Controller],
+) -> None:
+    """No live process will ever claim them: a stop of a task that holds nothing is applied in
+    the store; anything else is completed with what to do. Handed back at every poll, they
+    crowded the oldest-first batch and kept a live task's stop from ever being claimed."""
+    store = InMemoryTaskStore()
+    clock = FakeClock()
+    for index in range(150):
+        _orphan(store, clock, f"orphan-{index}", running=False)
+    _orphan(store, clock, "orphan-running", running=True)
+    worker = controllers(store=store, owner="w", clock=clock, lease_ttl=30, touch_interval=1)
+    worker.register("sync", worker_body)
+    live = worker.submit("sync", "x", task_id="live")
+    _until(lambda: live.status is S.RUNNING, "the live task to run")
+    assert worker.flush()
+    console = controllers(store=store, owner="console", clock=clock)
+    assert all(console.stop(f"orphan-{i}", reason="cleanup") for i in range(150))
+    assert console.stop("orphan-running", reason="cleanup")
+    assert console.pause("orphan-0") is False  # not confirmed across processes
+    assert console.stop("live", reason="cleanup")
+    worker._poller.poll_once()
+    worker._poller.poll_once()
+    assert live.wait(WAIT).status is S.STOPPED  # claimed, though behind 151 older commands
+    stopped = store.get("orphan-7")
+    assert stopped is not None
+    assert stopped.status is S.STOPPED
+    last = store.history("orphan-7")[-1]
+    assert (last.to_status, last.actor, last.reason) == (S.STOPPED, "console (command)", "cleanup")
+    running = store.get("orphan-running")
+    assert running is not None
+    assert running.status is S.RUNNING  # for reconcile() to judge, not for a stop to fake
+    results = {c.task_id: c.result for c in store.commands(include_complete=True)}
+    assert results["orphan-7"] is not None
+    assert results["orphan-7"].startswith("applied: its holder 'dead-node' is gone")
+    assert "run reconcile() to mark it lost" in (results["orphan-running"] or "")
+    assert store.commands(include_complete=False) == []  # nothing left open
