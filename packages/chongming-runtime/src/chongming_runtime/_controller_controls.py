@@ -14,8 +14,9 @@ from chongming_core import (
 )
 from chongming_runtime._commands import NOT_HELD, new_command
 from chongming_runtime._controller_base import ControllerBase
-from chongming_runtime._orphans import holder_gone, settle_orphaned
+from chongming_runtime._orphans import settle_orphaned
 from chongming_runtime._outcome import TaskOutcome
+from chongming_runtime._reconcile import lease_expired
 from chongming_runtime._task_run import TaskRun
 from chongming_runtime._text import refuse_unstorable
 
@@ -210,7 +211,7 @@ class ControllerControls(ControllerBase):
                 return f"rejected: no task {command.task_id!r} in the store"
             if snapshot.is_terminal:
                 return f"ignored: task is already {snapshot.status.value}"
-            if holder_gone(snapshot, self.clock.now()):  # no one else will ever take it
+            if lease_expired(snapshot, self.clock.now()):  # no one else will ever take it
                 return settle_orphaned(self.store, command, action, snapshot, self.clock)
             return NOT_HELD
         if action is CommandAction.STOP:

@@ -1,4 +1,5 @@
-"""Commands for a task whose holder is gone (its lease expired, or it never had one).
+"""Commands for a task whose holder is gone (`lease_expired`: its lease ran out, or it has
+none).
 
 No process will ever claim such a command as its own, so a poller that meets one
 settles it instead of handing it back at every poll: open forever, those commands
@@ -12,30 +13,18 @@ with what to do: a task that held an executor slot is for ``reconcile()`` to mar
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from chongming_core import (
     Command,
     CommandAction,
     SnapshotWrite,
     StateMachine,
     TaskSnapshot,
-    TaskStatus,
     TaskStore,
 )
 from chongming_core._clock import Clock
+from chongming_runtime._reconcile import holds_resources
 
-__all__ = ["holder_gone", "settle_orphaned"]
-
-_S = TaskStatus
-#: Statuses in which a task holds nothing: a stop takes effect at once (guide §9).
-_HOLDS_NOTHING = frozenset({_S.PENDING, _S.BLOCKED, _S.QUEUED, _S.RETRY_WAIT})
-
-
-def holder_gone(snapshot: TaskSnapshot, now: datetime) -> bool:
-    """True when no live process holds the unfinished task: its lease expired (or it has
-    none), as `reconcile()` judges it."""
-    return snapshot.lease_until is None or snapshot.lease_until < now
+__all__ = ["settle_orphaned"]
 
 
 def settle_orphaned(
@@ -50,7 +39,7 @@ def settle_orphaned(
         else f"its lease expired at {snapshot.lease_until:%Y-%m-%d %H:%M:%S} UTC"
     )
     status = snapshot.status
-    idle = status in _HOLDS_NOTHING or (status is _S.PAUSED and not snapshot.paused_in_place)
+    idle = not holds_resources(snapshot)
     if action is CommandAction.STOP and idle:
         machine = StateMachine(snapshot, clock=clock)
         transition = machine.mark_stopped(

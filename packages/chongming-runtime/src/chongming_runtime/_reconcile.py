@@ -34,7 +34,7 @@ from chongming_core import (
 )
 from chongming_core._clock import Clock
 
-__all__ = ["ReconcileReport", "reconcile_store"]
+__all__ = ["ReconcileReport", "holds_resources", "lease_expired", "reconcile_store"]
 
 S = TaskStatus
 _HOLDING = frozenset({S.STARTING, S.RUNNING, S.PAUSING, S.STOPPING})
@@ -56,10 +56,16 @@ class ReconcileReport:
         return bool(self.lost) and not self.dry_run
 
 
-def _holds_resources(snapshot: TaskSnapshot) -> bool:
+def holds_resources(snapshot: TaskSnapshot) -> bool:
     if snapshot.status in _HOLDING:
         return True
     return snapshot.status is S.PAUSED and snapshot.paused_in_place
+
+
+def lease_expired(snapshot: TaskSnapshot, now: datetime) -> bool:
+    """True when no live process holds the unfinished task: its lease expired, or it has
+    none (the liveness signal of `reconcile_store`; heartbeats never are)."""
+    return snapshot.lease_until is None or snapshot.lease_until < now
 
 
 def _lost_failure(snapshot: TaskSnapshot) -> Failure:
@@ -107,7 +113,7 @@ def reconcile_store(
     for snapshot in store.query(query):
         if snapshot.task_id in mine:
             continue
-        if not _holds_resources(snapshot):
+        if not holds_resources(snapshot):
             adoptable.append(snapshot)
             continue
         if dry_run:
