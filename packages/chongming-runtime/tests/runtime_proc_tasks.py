@@ -9,7 +9,11 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import subprocess
+import sys
+import threading
 import time
+from pathlib import Path
 from typing import Any
 
 from chongming_core import task
@@ -79,3 +83,34 @@ def return_set(ctx: Any) -> set[int]:
 async def async_square(ctx: Any, value: int) -> int:
     await ctx.acheckpoint()
     return value * value
+
+
+class TwoPartError(Exception):
+    """An exception whose pickle does not round-trip (its __init__ takes two arguments)."""
+
+    def __init__(self, what: str, why: str) -> None:
+        super().__init__(f"{what}: {why}")
+
+
+def raise_two_part_error(ctx: Any) -> None:
+    raise TwoPartError("input", "unreadable")
+
+
+class Holder(dict[str, Any]):
+    """A dict (so it passes as JSON) whose pickle fails: it keeps a lock."""
+
+    def __init__(self) -> None:
+        super().__init__(rows=3)
+        self.lock = threading.Lock()
+
+
+def return_unpicklable_dict(ctx: Any) -> dict[str, Any]:
+    return Holder()
+
+
+def start_grandchild_and_wait(ctx: Any, pid_file: str) -> None:
+    """Start a long-running subprocess, note its pid, and wait for it (no checkpoint)."""
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    Path(pid_file).write_text(str(child.pid), encoding="utf-8")
+    ctx.progress(1)  # the test may stop now
+    child.wait()

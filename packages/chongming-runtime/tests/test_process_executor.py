@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -20,7 +22,7 @@ from chongming_core import (
     TaskStatus,
     Timeout,
 )
-from chongming_runtime import ProcessExecutor, TaskContext, TaskRun, run_task
+from chongming_runtime import ProcessExecutor, TaskContext, TaskOutcome, TaskRun, run_task
 from chongming_runtime.executors.process import ProcessExecutor as ProcessFromModule
 
 S = TaskStatus
@@ -48,6 +50,16 @@ def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
             return
         tick.wait(0.005)
     raise AssertionError("condition not reached in time")
+
+
+def _in_child(fn: Callable[..., Any], *args: Any, attempts: int, **policy: Any) -> TaskOutcome:
+    """`fn` run in child processes, with `attempts` attempts and no backoff between them."""
+    return run_task(
+        fn,
+        *args,
+        executor=ProcessExecutor(),
+        retry=RetryPolicy(max_attempts=attempts, backoff=FixedBackoff(0), **policy),
+    )
 
 
 def local_function() -> Callable[[TaskContext], int]:
@@ -208,12 +220,7 @@ def test_a_timeout_terminates_the_child_and_keeps_the_timeout_kind(tasks: Module
 
 
 def test_os_exit_in_the_child_is_one_failed_attempt_with_the_exit_code(tasks: ModuleType) -> None:
-    outcome = run_task(
-        tasks.exit_hard,
-        3,
-        executor=ProcessExecutor(),
-        retry=RetryPolicy(max_attempts=2, backoff=FixedBackoff(0)),
-    )
+    outcome = _in_child(tasks.exit_hard, 3, attempts=2)
     assert outcome.status is S.FAILED
     assert len(outcome.attempts) == 2  # retryable (R9)
     assert outcome.failure is not None
@@ -249,3 +256,116 @@ def test_exceptions_and_invalid_results_come_back_with_their_kind(tasks: ModuleT
     assert outcome.failure is not None
     assert outcome.failure.kind is FailureKind.RESULT_INVALID
     assert "set" in outcome.failure.message
+
+
+def _alive(pid: int) -> bool:
+    """True while `pid` runs (a zombie, dead but not reaped, counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, IndexError):
+        return False
+    return state != "Z"
+
+
+def test_the_retry_policy_judges_an_exception_that_cannot_cross_back_whole(
+    tasks: ModuleType,
+) -> None:
+    """Its pickle does not round-trip, so the parent gets its description and class names:
+    give_up_on still applies (it was retried as if no policy existed)."""
+    outcome = _in_child(tasks.raise_two_part_error, attempts=3, give_up_on=(tasks.TwoPartError,))
+    assert outcome.failure is not None
+    assert outcome.failure.message == "TwoPartError: input: unreadable"
+    assert outcome.failure.retryable is False
+    assert len(outcome.attempts) == 1
+    only_oserror = _in_child(tasks.raise_two_part_error, attempts=3, retry_on=(OSError,))
+    assert len(only_oserror.attempts) == 1  # not an OSError: not retried
+    every = _in_child(tasks.raise_two_part_error, attempts=2)
+    assert len(every.attempts) == 2  # an Exception: retried by the default policy
+
+
+def test_a_result_that_cannot_be_sent_back_is_result_invalid(tasks: ModuleType) -> None:
+    outcome = _in_child(tasks.return_unpicklable_dict, attempts=3)
+    assert outcome.status is S.FAILED
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.RESULT_INVALID
+    assert "cannot be sent back from its process" in outcome.failure.message
+    assert outcome.failure.retryable is False
+    assert len(outcome.attempts) == 1  # it would fail the same way
+
+
+def test_a_force_stop_ends_what_the_body_started_too(tasks: ModuleType, tmp_path: Path) -> None:
+    pid_file = tmp_path / "grandchild.pid"
+    run = TaskRun(
+        tasks.start_grandchild_and_wait,
+        (str(pid_file),),
+        executor=ProcessExecutor(kill_after=0.5),
+        graceful_stop=0.2,
+    )
+    run.start()
+    wait_for(lambda: run.snapshot.progress is not None)
+    grandchild = int(pid_file.read_text())
+    assert _alive(grandchild)
+    run.stop(reason="hard stop")
+    outcome = run.wait(30)
+    assert outcome.status is S.STOPPED
+    assert outcome.failure is not None
+    assert "ended by force" in outcome.failure.message
+    wait_for(lambda: not _alive(grandchild), timeout=10)
+
+
+def test_a_child_killed_from_outside_during_the_graceful_window_is_not_said_forced(
+    tasks: ModuleType,
+) -> None:
+    run = TaskRun(tasks.ignore_everything, executor=ProcessExecutor(kill_after=5), graceful_stop=30)
+    run.start()
+    wait_for(lambda: run.snapshot.progress is not None)
+    pid = run.snapshot.pid
+    assert pid is not None
+    run.stop(reason="hard stop")
+    wait_for(lambda: run.status is S.STOPPING)
+    os.kill(pid, signal.SIGKILL)  # an operator's kill, long before the window runs out
+    outcome = run.wait(30)
+    assert outcome.status is S.STOPPED
+    assert outcome.failure is not None
+    assert "its process ended before the body stopped" in outcome.failure.message
+    assert "ended by force" not in outcome.failure.message
+
+
+_ORPHAN_PARENT = """
+import sys, time
+sys.path.insert(0, {tests!r})
+import runtime_proc_tasks as tasks
+from chongming_runtime import ProcessExecutor, TaskRun
+
+if __name__ == "__main__":
+    run = TaskRun(tasks.start_grandchild_and_wait, ({pid_file!r},), executor=ProcessExecutor())
+    run.start()
+    while run.snapshot.pid is None or run.snapshot.progress is None:
+        time.sleep(0.01)
+    print(run.snapshot.pid, flush=True)
+    time.sleep(120)
+"""
+
+
+def test_when_the_supervising_process_dies_its_children_end_too(tmp_path: Path) -> None:
+    """Nothing may outlive its supervision: reconcile() will call the task lost, and a rerun
+    must not race a body still running."""
+    pid_file = tmp_path / "grandchild.pid"
+    script = tmp_path / "parent.py"
+    script.write_text(
+        _ORPHAN_PARENT.format(tests=str(TESTS), pid_file=str(pid_file)), encoding="utf-8"
+    )
+    with subprocess.Popen(  # its resource tracker reports the killed parent's semaphores
+        [sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+    ) as parent:
+        try:
+            assert parent.stdout is not None
+            child = int(parent.stdout.readline())
+            grandchild = int(pid_file.read_text())
+            assert _alive(child)
+            assert _alive(grandchild)
+            parent.kill()  # SIGKILL: no cleanup of any kind in the parent
+            parent.wait(10)
+            wait_for(lambda: not _alive(child) and not _alive(grandchild), timeout=10)
+        finally:
+            parent.kill()

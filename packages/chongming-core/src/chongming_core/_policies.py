@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -172,6 +172,19 @@ class RetryPolicy:
         if isinstance(exc, self.give_up_on):
             return False
         return isinstance(exc, self.retry_on)
+
+    def should_retry_named(self, type_names: Collection[str]) -> bool:
+        """`should_retry` for an exception known only by the qualified names
+        (``module.QualName``) of its classes: one raised in another process whose pickle
+        does not round-trip."""
+        names = set(type_names)
+
+        def named(classes: tuple[type[BaseException], ...]) -> bool:
+            return any(f"{c.__module__}.{c.__qualname__}" in names for c in classes)
+
+        if named((TaskCancelled,)) or named(self.give_up_on):
+            return False
+        return named(self.retry_on)
 
     def has_attempt_left(self, attempt: int) -> bool:
         """Whether an attempt after attempt number `attempt` is within the budget."""

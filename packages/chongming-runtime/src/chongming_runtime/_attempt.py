@@ -46,12 +46,16 @@ class AttemptResult:
         value: the return value (RETURNED).
         exception: the exception raised by the body, when it is available in this process.
         failure: a failure already described by the executor (a child's exception, a crash).
+        exception_types: the qualified names of the exception's classes (most derived
+            first), for a retry policy to judge an exception that could not cross a process
+            boundary whole.
     """
 
     kind: ResultKind
     value: Any = None
     exception: BaseException | None = None
     failure: Failure | None = None
+    exception_types: tuple[str, ...] = ()
 
     @classmethod
     def returned(cls, value: Any) -> AttemptResult:
@@ -64,9 +68,18 @@ class AttemptResult:
         return cls(ResultKind.CANCELLED, exception=exc)
 
     @classmethod
-    def raised(cls, exc: BaseException | None, failure: Failure | None = None) -> AttemptResult:
-        """The body raised `exc` (or, across a process boundary, the `failure` describing it)."""
-        return cls(ResultKind.RAISED, exception=exc, failure=failure)
+    def raised(
+        cls,
+        exc: BaseException | None,
+        failure: Failure | None = None,
+        *,
+        exception_types: tuple[str, ...] = (),
+    ) -> AttemptResult:
+        """The body raised `exc` (or, across a process boundary, the `failure` describing it
+        and the names of the exception's classes)."""
+        return cls(
+            ResultKind.RAISED, exception=exc, failure=failure, exception_types=exception_types
+        )
 
     @classmethod
     def crashed(cls, message: str) -> AttemptResult:
@@ -93,6 +106,7 @@ class Attempt:
         "context",
         "control",
         "fn",
+        "forced",
         "graceful_timer",
         "handle",
         "idle_timer",
@@ -139,6 +153,7 @@ class Attempt:
         self.graceful_timer: TimerHandle | None = None
         self.timeout_kind: FailureKind | None = None
         self.timeout_message: str | None = None
+        self.forced = False  # its carrier was ended by force (a graceful window ran out)
 
     @property
     def task_id(self) -> str:

@@ -98,7 +98,8 @@ class Deadlines(RunCore):
             else:
                 return
         if force is not None and force.handle is not None:
-            force.handle.force_stop(self._clock)
+            force.forced = True  # before the signal: its exit may be settled at once
+            force.forced = force.handle.force_stop(self._clock)
         try:
             self._deliver()
         finally:  # even when a listener interrupts the telling: the retry is due
@@ -192,8 +193,11 @@ class Deadlines(RunCore):
                 return
             attempt.graceful_timer = None
             handle = attempt.handle
-        if handle is not None and handle.force_stop(self._clock):
-            return  # a child process is being terminated; its exit will be reported
+        if handle is not None:
+            attempt.forced = True  # before the signal: its exit may be settled at once
+            if handle.force_stop(self._clock):
+                return  # a child process is being terminated; its exit will be reported
+            attempt.forced = False
         with self._lock:
             if attempt is not self._attempt or attempt.closed:
                 return

@@ -307,12 +307,13 @@ class Supervision(Pausing):
                 f"stopped: {self._stop_reason}" if self._stop_reason else "stopped on request"
             )
             crash = result.failure.message if result.failure else "the carrier ended"
-            failure = Failure.of(
-                FailureKind.CANCELLED,
-                f"{requested}; the body did not stop within the graceful window of "
-                f"{self._graceful:g}s, so it was ended by force ({crash})",
-                retryable=False,
+            how = (
+                f"the body did not stop within the graceful window of {self._graceful:g}s, "
+                f"so it was ended by force ({crash})"
+                if attempt.forced
+                else f"its process ended before the body stopped ({crash})"
             )
+            failure = Failure.of(FailureKind.CANCELLED, f"{requested}; {how}", retryable=False)
             self._record(
                 machine.mark_stopped(failure=failure, actor=self._actor, reason=self._stop_reason)
             )
@@ -370,8 +371,14 @@ class Supervision(Pausing):
         exc = result.exception
         if result.failure is not None:  # described across a process boundary
             failure = result.failure
-            if exc is not None and failure.kind is not FailureKind.RESULT_INVALID:
-                failure = dataclasses.replace(failure, retryable=self._policy.should_retry(exc))
+            if failure.kind is not FailureKind.RESULT_INVALID:
+                if exc is not None:
+                    retryable = self._policy.should_retry(exc)
+                elif result.exception_types:  # it could not cross whole: judged by name
+                    retryable = self._policy.should_retry_named(result.exception_types)
+                else:
+                    retryable = failure.retryable
+                failure = dataclasses.replace(failure, retryable=retryable)
         elif exc is not None:
             kind = (
                 FailureKind.NONZERO_EXIT

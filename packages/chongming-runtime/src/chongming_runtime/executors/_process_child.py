@@ -9,12 +9,14 @@ daemon thread), log lines, pause confirmations, and finally the result.
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import pickle
+import signal
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -135,6 +137,33 @@ class _Forwarder:
         self.flush()
 
 
+def _lead_own_group() -> None:
+    """Make this child the leader of a process group of its own (POSIX), so that a force
+    stop ends whatever the body started too (``os.killpg``); and end that group, self
+    included, on SIGTERM or when the parent dies: nothing may outlive its supervision."""
+    if not hasattr(os, "setpgid"):  # not POSIX: the child alone is stopped
+        return
+    try:
+        os.setpgid(0, 0)
+    except OSError:  # already a group leader, or not allowed: the child alone is stopped
+        return
+
+    def end_group(signum: int = signal.SIGTERM, frame: object = None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # this process ends with the group
+        os.killpg(0, signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, end_group)
+    parent = multiprocessing.parent_process()
+    if parent is None:
+        return
+
+    def watch() -> None:
+        wait([parent.sentinel])  # returns when the supervising process is gone
+        os.killpg(0, signal.SIGKILL)
+
+    threading.Thread(target=watch, name="chongming-parent-watch", daemon=True).start()
+
+
 def child_main(
     fn: Callable[..., Any],
     args: tuple[Any, ...],
@@ -146,6 +175,7 @@ def child_main(
     conn: Connection,
 ) -> None:
     """Entry point of the child process (module level, so ``spawn`` can import it)."""
+    _lead_own_group()
     sender = _Sender(conn)
     control = _ChildControl(flags, generation, wake, sender)
     forwarder = _Forwarder(sender, float(info["forward_interval"]))
@@ -173,9 +203,19 @@ def child_main(
     forwarder.close()
     try:
         sender.send(result_message)
-    except Exception as exc:  # e.g. an exception whose pickle fails on the way
-        failure = Failure.of(FailureKind.EXCEPTION, f"could not report the result: {exc!r}")
-        sender.send(("raised", failure.to_dict(), None))
+    except Exception as exc:  # the value cannot be pickled to cross back to the parent
+        if result_message[0] == "returned":
+            value = result_message[1]
+            failure = Failure.of(
+                FailureKind.RESULT_INVALID,
+                f"task {ctx.task_id!r} returned a {type(value).__qualname__} that cannot be "
+                f"sent back from its process ({type(exc).__name__}: {exc}); return plain JSON "
+                "data (dict, list, str, number, bool, None)",
+                retryable=False,  # it would fail the same way
+            )
+        else:
+            failure = Failure.of(FailureKind.EXCEPTION, f"could not report the result: {exc!r}")
+        sender.send(("raised", failure.to_dict(), None, ()))
     conn.close()
 
 
@@ -191,7 +231,7 @@ def _result_message(
     if kind is ResultKind.RETURNED:
         problem = result_problem(value)
         if problem is not None:
-            return ("raised", result_failure(task_id, value, problem).to_dict(), None)
+            return ("raised", result_failure(task_id, value, problem).to_dict(), None, ())
         return ("returned", value)
     if kind is ResultKind.CANCELLED:
         return ("cancelled",)
@@ -206,4 +246,7 @@ def _result_message(
         pickle.loads(pickled)
     except Exception:
         pickled = None
-    return ("raised", failure.to_dict(), pickled)
+    # the classes of the exception by name: the parent's retry policy judges by them when the
+    # exception itself cannot cross (its pickle does not round-trip)
+    names = tuple(f"{c.__module__}.{c.__qualname__}" for c in type(exc).__mro__)
+    return ("raised", failure.to_dict(), pickled, names)

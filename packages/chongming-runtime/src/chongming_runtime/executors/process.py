@@ -11,7 +11,9 @@ picklable (the return value must also be JSON), the function must live in an
 importable module, and stop/pause cross the process boundary by polling (the
 child's checkpoint reads shared memory; confirmations come back through a pipe
 within a few tens of milliseconds). The child is a daemon process, so a body
-that needs parallelism should use threads (``subprocess`` works as usual).
+that needs parallelism should use threads (``subprocess`` works as usual). The
+child leads a process group of its own: a force stop ends what its body started
+too, and the group ends when the supervising process dies.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import importlib.util
 import logging
 import multiprocessing
+import os
 import pickle
 import signal
 import sys
@@ -76,14 +79,30 @@ class _ProcessHandle:
 
     def force_stop(self, clock: Clock) -> bool:
         if self.process.is_alive():
-            self.process.terminate()
+            self._signal(signal.SIGTERM)
             if self._kill_timer is None:
                 self._kill_timer = clock.call_later(self._kill_after, self._kill)
         return True
 
     def _kill(self) -> None:
         if self.process.is_alive():
+            self._signal(signal.SIGKILL)
+
+    def _signal(self, signum: signal.Signals) -> None:
+        """Signal the child's process group — the child and whatever its body started (it
+        leads a group of its own) — or the child alone where there is no such group. Only
+        while the child is not reaped: its pid, the group's id, cannot be reused until then."""
+        pid = self.process.pid
+        if pid is not None and hasattr(os, "killpg"):
+            try:
+                os.killpg(pid, signum)
+                return
+            except OSError:  # no group (yet): the child alone
+                pass
+        if signum is signal.SIGKILL:
             self.process.kill()
+        else:
+            self.process.terminate()
 
 
 class ProcessExecutor:
@@ -285,5 +304,5 @@ def _relay(
                 exc = pickle.loads(message[2])
             except Exception:
                 exc = None
-        return AttemptResult.raised(exc, failure)
+        return AttemptResult.raised(exc, failure, exception_types=tuple(message[3]))
     return None
