@@ -336,3 +336,24 @@ def test_commands_for_tasks_whose_holder_is_gone_are_settled_not_handed_back_for
     assert results["orphan-7"].startswith("applied: its holder 'dead-node' is gone")
     assert "run reconcile() to mark it lost" in (results["orphan-running"] or "")
     assert store.commands(include_complete=False) == []  # nothing left open
+
+
+def test_a_row_no_node_ever_leased_is_never_changed_by_a_command(
+    controllers: Callable[..., Controller],
+) -> None:
+    """Written by hand or forged: its commands are completed as ignored, the row untouched."""
+    store = InMemoryTaskStore()
+    clock = FakeClock()
+    machine = StateMachine.create("hand-made", "sync", clock=clock)
+    machine.mark_queued()
+    store.create(machine.snapshot, machine.transitions)
+    worker = controllers(store=store, owner="w", clock=clock, lease_ttl=30, touch_interval=1)
+    console = controllers(store=store, owner="console", clock=clock)
+    assert console.stop("hand-made", reason="cleanup")
+    worker._poller.poll_once()
+    row = store.get("hand-made")
+    assert row is not None
+    assert (row.status, row.status_version) == (S.QUEUED, machine.version)
+    (command,) = store.commands(include_complete=True)
+    assert command.is_complete
+    assert (command.result or "").startswith("ignored: no node holds the task")
