@@ -610,7 +610,13 @@ def test_close_waits_while_a_pipeline_is_registered_written_and_timed() -> None:
     if prun is not None:
         assert prun.done
         assert prun.outcome().status is S.STOPPED
-        history = controller.history(prun.task_ids["d"])
-        assert [t.to_status for t in history] == [S.BLOCKED, S.STOPPED]
+        # written in order, from its creation: stopped by close(), or skipped once close()
+        # stopped its upstream first, or stopped when released while closing (R4)
+        trail = [t.to_status for t in controller.history(prun.task_ids["d"])]
+        assert trail in (
+            [S.BLOCKED, S.STOPPED],
+            [S.BLOCKED, S.SKIPPED],
+            [S.BLOCKED, S.QUEUED, S.STOPPED],
+        )
     assert clock.pending_timers == 0  # no timer armed for a settled node
     assert controller._writer.pending_count == 0  # nothing left that no flush will take
