@@ -114,3 +114,33 @@ def start_grandchild_and_wait(ctx: Any, pid_file: str) -> None:
     Path(pid_file).write_text(str(child.pid), encoding="utf-8")
     ctx.progress(1)  # the test may stop now
     child.wait()
+
+
+def start_stubborn_grandchild_and_wait(ctx: Any, pid_file: str) -> None:
+    """A subprocess that ignores SIGTERM (a server draining slowly, a shell trap)."""
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
+            "print('ready', flush=True); time.sleep(120)",
+        ],
+        stdout=subprocess.PIPE,
+    )
+    assert child.stdout is not None
+    child.stdout.readline()
+    Path(pid_file).write_text(str(child.pid), encoding="utf-8")
+    ctx.progress(1)
+    child.wait()
+
+
+def busy_in_c(ctx: Any, pid_file: str) -> int:
+    """Hold the GIL in one long C call (a native library's computation)."""
+    Path(pid_file).write_text(str(os.getpid()), encoding="utf-8")
+    return sum(range(3 * 10**9)) % 7
+
+
+def new_session(ctx: Any) -> int:
+    """A body that detaches into a session of its own (daemon-style helpers do)."""
+    os.setsid()
+    return os.getsid(0)

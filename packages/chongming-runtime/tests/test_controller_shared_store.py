@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
@@ -357,3 +357,60 @@ def test_a_row_no_node_ever_leased_is_never_changed_by_a_command(
     (command,) = store.commands(include_complete=True)
     assert command.is_complete
     assert (command.result or "").startswith("ignored: no node holds the task")
+
+
+def test_a_stop_for_a_live_holder_whose_lease_only_looks_expired_reaches_the_holder(
+    controllers: Callable[..., Controller],
+) -> None:
+    """A node whose clock runs ahead sees the holder's lease as expired: it must not settle
+    the stop in the store (the holder would start the task later anyway); the holder
+    applies it."""
+    store = InMemoryTaskStore()
+    ran: list[str] = []
+    holder = controllers(store=store, owner="holder", max_parallel=1, lease_ttl=3)
+    holder.register("sync", worker_body)
+    holder.register("record", lambda ctx: ran.append("ran"))
+    blocker = holder.submit("sync", "a", task_id="blocker")
+    _until(lambda: blocker.status is S.RUNNING, "the blocker to run")
+    queued = holder.submit("record", task_id="queued")
+    assert holder.flush()
+    ahead = FakeClock(datetime.now(UTC) + timedelta(seconds=10))  # 10 s ahead of the holder
+    other = controllers(store=store, owner="other", clock=ahead)
+    assert other.stop("queued", reason="operator: must not run")
+    other._poller.poll_once()  # met first by the node that sees the lease as expired
+    holder._poller.poll_once()
+    assert queued.wait(WAIT).status is S.STOPPED
+    holder.stop("blocker")
+    assert ran == []
+    stored = store.get("queued")
+    assert stored is not None
+    assert stored.status is S.STOPPED
+
+
+def test_the_touch_timer_goes_on_after_a_tick_that_raised(
+    controllers: Callable[..., Controller],
+) -> None:
+    store = InMemoryTaskStore()
+    clock = FakeClock()
+    node = controllers(store=store, owner="n", clock=clock, lease_ttl=3, touch_interval=1)
+    node.register("sync", worker_body)
+    run = node.submit("sync", "a", task_id="first")
+    _until(lambda: run.status is S.RUNNING, "the task to run")
+    original = node._pipelines.renew
+    calls: list[bool] = []
+
+    def broken(renew: bool) -> None:
+        calls.append(renew)
+        raise RuntimeError("a transient failure inside one tick")
+
+    node._pipelines.renew = broken  # type: ignore[method-assign]
+    clock.advance(1)
+    assert calls  # the tick ran and raised
+    node._pipelines.renew = original  # type: ignore[method-assign]
+    for _ in range(10):
+        clock.advance(1)
+    assert node.flush()
+    stored = store.get("first")
+    assert stored is not None
+    assert stored.lease_until is not None
+    assert stored.lease_until > clock.now()  # still renewed

@@ -293,24 +293,93 @@ def test_a_result_that_cannot_be_sent_back_is_result_invalid(tasks: ModuleType) 
     assert len(outcome.attempts) == 1  # it would fail the same way
 
 
-def test_a_force_stop_ends_what_the_body_started_too(tasks: ModuleType, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "body",
+    [
+        "start_grandchild_and_wait",
+        # the SIGTERM ends the child; the subprocess ignores it and is killed at kill_after
+        "start_stubborn_grandchild_and_wait",
+    ],
+)
+def test_a_force_stop_ends_what_the_body_started_too(
+    tasks: ModuleType, tmp_path: Path, body: str
+) -> None:
     pid_file = tmp_path / "grandchild.pid"
     run = TaskRun(
-        tasks.start_grandchild_and_wait,
+        getattr(tasks, body),
         (str(pid_file),),
-        executor=ProcessExecutor(kill_after=0.5),
+        executor=ProcessExecutor(kill_after=0.3),
         graceful_stop=0.2,
     )
     run.start()
     wait_for(lambda: run.snapshot.progress is not None)
     grandchild = int(pid_file.read_text())
-    assert _alive(grandchild)
-    run.stop(reason="hard stop")
+    try:
+        assert _alive(grandchild)
+        run.stop(reason="hard stop")
+        outcome = run.wait(30)
+        assert outcome.status is S.STOPPED
+        assert outcome.failure is not None
+        assert "ended by force" in outcome.failure.message
+        wait_for(lambda: not _alive(grandchild), timeout=10)
+    finally:
+        if _alive(grandchild):
+            os.kill(grandchild, signal.SIGKILL)
+
+
+def test_a_sigterm_ends_a_child_busy_in_c_code_at_once(tasks: ModuleType, tmp_path: Path) -> None:
+    """What multiprocessing's exit handler and an operator's kill send: no handler in the
+    child may wait for the C call to end (an exiting parent joins its child)."""
+    pid_file = tmp_path / "child.pid"
+    run = TaskRun(tasks.busy_in_c, (str(pid_file),), executor=ProcessExecutor())
+    run.start()
+    wait_for(lambda: pid_file.exists() and pid_file.read_text() != "")
+    child = int(pid_file.read_text())
+    try:
+        os.kill(child, signal.SIGTERM)
+        wait_for(lambda: not _alive(child), timeout=5)
+    finally:
+        if _alive(child):
+            os.kill(child, signal.SIGKILL)
     outcome = run.wait(30)
-    assert outcome.status is S.STOPPED
     assert outcome.failure is not None
-    assert "ended by force" in outcome.failure.message
-    wait_for(lambda: not _alive(grandchild), timeout=10)
+    assert "SIGTERM" in outcome.failure.message
+
+
+def test_a_body_may_start_a_session_of_its_own(tasks: ModuleType) -> None:
+    outcome = run_task(tasks.new_session, executor=ProcessExecutor())
+    assert outcome.ok, outcome.failure
+
+
+_MAIN_SCRIPT = """
+from chongming_core import FixedBackoff, RetryPolicy
+from chongming_runtime import ProcessExecutor, run_task
+
+
+class TwoPartError(Exception):
+    def __init__(self, what, why):
+        super().__init__(f"{what}: {why}")
+
+
+def body(ctx):
+    raise TwoPartError("input", "unreadable")
+
+
+if __name__ == "__main__":
+    policy = RetryPolicy(max_attempts=3, backoff=FixedBackoff(0), give_up_on=(TwoPartError,))
+    print(len(run_task(body, executor=ProcessExecutor(), retry=policy).attempts))
+"""
+
+
+def test_give_up_on_a_class_of_the_main_script_applies_to_its_child(tmp_path: Path) -> None:
+    """spawn re-imports the script as __mp_main__; its classes are named as the parent knows
+    them, __main__."""
+    script = tmp_path / "script.py"
+    script.write_text(_MAIN_SCRIPT, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.strip() == "1"  # give_up_on: one attempt
 
 
 def test_a_child_killed_from_outside_during_the_graceful_window_is_not_said_forced(

@@ -4,6 +4,7 @@ of a `Controller` (guide §8.3, §8.9)."""
 import logging
 import threading
 import time
+from datetime import timedelta
 
 from chongming_core import (
     Command,
@@ -211,7 +212,10 @@ class ControllerControls(ControllerBase):
                 return f"rejected: no task {command.task_id!r} in the store"
             if snapshot.is_terminal:
                 return f"ignored: task is already {snapshot.status.value}"
-            if lease_expired(snapshot, self.clock.now()):  # no one else will ever take it
+            # no one will ever take it: its lease expired a whole lease_ttl ago (a holder
+            # merely late to renew, or whose clock disagrees a little, still gets it)
+            long_ago = self.clock.now() - timedelta(seconds=self.lease_ttl)
+            if lease_expired(snapshot, long_ago):
                 return settle_orphaned(self.store, command, action, snapshot, self.clock)
             return NOT_HELD
         if action is CommandAction.STOP:

@@ -191,12 +191,22 @@ class ControllerFlow(ControllerBase):
         self._next_renewal = self.clock.monotonic() + self.lease_ttl / 3
 
     def _tick(self) -> None:
-        """Every `touch_interval`: flush progress and heartbeats; renew leases when due."""
+        """Every `touch_interval`: flush progress and heartbeats; renew leases when due. The
+        next tick is armed whatever this one meets (a failing store, a bug): leases must
+        keep being renewed."""
         with self._lock:
             self._tick_timer = None
             if self._closing:
                 return
             runs = [r for r in self._runs.values() if not r.done]
+        try:
+            self._touch_all(runs)
+        finally:
+            with self._lock:
+                if self._tick_timer is None and not self._closing:
+                    self._tick_timer = self.clock.call_later(self.touch_interval, self._tick)
+
+    def _touch_all(self, runs: list[TaskRun]) -> None:
         renew = self.clock.monotonic() >= self._next_renewal
         if renew:
             self._renew_lease()
@@ -219,9 +229,6 @@ class ControllerFlow(ControllerBase):
                 self._writer.touch(TouchUpdate(run.task_id, **self._lease_fields(True)))
         self._pipelines.renew(renew)
         self._writer.request_flush()
-        with self._lock:  # the next tick (the lease is renewed on its own schedule above)
-            if self._tick_timer is None and not self._closing:
-                self._tick_timer = self.clock.call_later(self.touch_interval, self._tick)
 
     def _lease_fields(self, renew: bool) -> dict[str, Any]:
         if not renew:

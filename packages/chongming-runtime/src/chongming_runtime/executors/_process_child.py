@@ -9,6 +9,7 @@ daemon thread), log lines, pause confirmations, and finally the result.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import pickle
@@ -25,6 +26,7 @@ from chongming_runtime._attempt import ResultKind, call_body
 from chongming_runtime._command import CommandFailed
 from chongming_runtime._context import LOG_LINES_KEPT, RuntimeContext
 from chongming_runtime._results import result_failure, result_problem
+from chongming_runtime.executors._processes import descendants, qualified_name
 
 __all__ = ["PAUSE", "STOP", "child_main"]
 
@@ -137,29 +139,19 @@ class _Forwarder:
         self.flush()
 
 
-def _lead_own_group() -> None:
-    """Make this child the leader of a process group of its own (POSIX), so that a force
-    stop ends whatever the body started too (``os.killpg``); and end that group, self
-    included, on SIGTERM or when the parent dies: nothing may outlive its supervision."""
-    if not hasattr(os, "setpgid"):  # not POSIX: the child alone is stopped
-        return
-    try:
-        os.setpgid(0, 0)
-    except OSError:  # already a group leader, or not allowed: the child alone is stopped
-        return
-
-    def end_group(signum: int = signal.SIGTERM, frame: object = None) -> None:
-        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # this process ends with the group
-        os.killpg(0, signal.SIGTERM)
-
-    signal.signal(signal.SIGTERM, end_group)
+def _end_with_the_parent() -> None:
+    """End this child, and what its body started, when the supervising process dies: nothing
+    may run on unsupervised (``reconcile()`` calls the task lost and a rerun could race it)."""
     parent = multiprocessing.parent_process()
     if parent is None:
         return
 
     def watch() -> None:
         wait([parent.sentinel])  # returns when the supervising process is gone
-        os.killpg(0, signal.SIGKILL)
+        for pid, _ in descendants(os.getpid()):
+            with contextlib.suppress(OSError):
+                os.kill(pid, signal.SIGKILL)
+        os._exit(1)
 
     threading.Thread(target=watch, name="chongming-parent-watch", daemon=True).start()
 
@@ -175,7 +167,7 @@ def child_main(
     conn: Connection,
 ) -> None:
     """Entry point of the child process (module level, so ``spawn`` can import it)."""
-    _lead_own_group()
+    _end_with_the_parent()
     sender = _Sender(conn)
     control = _ChildControl(flags, generation, wake, sender)
     forwarder = _Forwarder(sender, float(info["forward_interval"]))
@@ -248,5 +240,5 @@ def _result_message(
         pickled = None
     # the classes of the exception by name: the parent's retry policy judges by them when the
     # exception itself cannot cross (its pickle does not round-trip)
-    names = tuple(f"{c.__module__}.{c.__qualname__}" for c in type(exc).__mro__)
+    names = tuple(qualified_name(c) for c in type(exc).__mro__)
     return ("raised", failure.to_dict(), pickled, names)

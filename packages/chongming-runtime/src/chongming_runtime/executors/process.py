@@ -11,13 +11,14 @@ picklable (the return value must also be JSON), the function must live in an
 importable module, and stop/pause cross the process boundary by polling (the
 child's checkpoint reads shared memory; confirmations come back through a pipe
 within a few tens of milliseconds). The child is a daemon process, so a body
-that needs parallelism should use threads (``subprocess`` works as usual). The
-child leads a process group of its own: a force stop ends what its body started
-too, and the group ends when the supervising process dies.
+that needs parallelism should use threads (``subprocess`` works as usual). A
+force stop ends what the body started too (read from ``/proc`` on Linux), and
+the child ends with what its body started when the supervising process dies.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import logging
 import multiprocessing
@@ -35,6 +36,7 @@ from chongming_core import Clock, ConfigurationError, Failure, Progress, TimerHa
 from chongming_runtime._attempt import AttemptResult
 from chongming_runtime._control import AttemptControl
 from chongming_runtime.executors._process_child import PAUSE, STOP, child_main
+from chongming_runtime.executors._processes import descendants, same_process
 
 if TYPE_CHECKING:
     from chongming_runtime._attempt import Attempt
@@ -76,33 +78,34 @@ class _ProcessHandle:
         self.process = process
         self._kill_after = kill_after
         self._kill_timer: TimerHandle | None = None
+        self._started: list[tuple[int, int]] = []  # what the body started, as first seen
 
     def force_stop(self, clock: Clock) -> bool:
         if self.process.is_alive():
-            self._signal(signal.SIGTERM)
+            self._started = self._descendants()
+            self._signal_started(signal.SIGTERM)
+            self.process.terminate()
             if self._kill_timer is None:
                 self._kill_timer = clock.call_later(self._kill_after, self._kill)
         return True
 
     def _kill(self) -> None:
+        """SIGKILL whatever is left: the child, and what its body started (even once the
+        child itself has gone: a subprocess may ignore SIGTERM)."""
         if self.process.is_alive():
-            self._signal(signal.SIGKILL)
-
-    def _signal(self, signum: signal.Signals) -> None:
-        """Signal the child's process group — the child and whatever its body started (it
-        leads a group of its own) — or the child alone where there is no such group. Only
-        while the child is not reaped: its pid, the group's id, cannot be reused until then."""
-        pid = self.process.pid
-        if pid is not None and hasattr(os, "killpg"):
-            try:
-                os.killpg(pid, signum)
-                return
-            except OSError:  # no group (yet): the child alone
-                pass
-        if signum is signal.SIGKILL:
+            self._started += self._descendants()
             self.process.kill()
-        else:
-            self.process.terminate()
+        self._signal_started(signal.SIGKILL)
+
+    def _descendants(self) -> list[tuple[int, int]]:
+        pid = self.process.pid
+        return [] if pid is None else descendants(pid)
+
+    def _signal_started(self, signum: signal.Signals) -> None:
+        for pid, started in self._started:
+            if same_process(pid, started):  # never a pid reused since
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signum)
 
 
 class ProcessExecutor:
