@@ -12,7 +12,9 @@ from chongming_core import (
     AttemptRecord,
     Failure,
     FailureKind,
+    FakeClock,
     Progress,
+    StateMachine,
     TaskSnapshot,
     TaskStatus,
     Transition,
@@ -158,6 +160,36 @@ def test_elapsed_of_tasks_waiting_to_start_or_retry() -> None:
     last = AttemptRecord(1, T0, T0 + timedelta(seconds=2), TaskStatus.RETRY_WAIT)
     waiting = after_retry.evolve(status=TaskStatus.RETRY_WAIT, attempts=(last,))
     assert waiting.elapsed(T0 + timedelta(hours=1)) == 2.0  # the last attempt's duration
+
+
+def _running_for(task_id: str, seconds: float, clock: FakeClock) -> StateMachine:
+    """A machine whose first attempt has run `seconds` (still running)."""
+    machine = StateMachine.create(task_id, "n", max_attempts=3, clock=clock)
+    machine.mark_queued()
+    machine.mark_starting()
+    machine.mark_running()
+    clock.advance(seconds)
+    return machine
+
+
+def test_elapsed_of_a_task_that_ended_while_waiting_is_its_last_attempt() -> None:
+    """Stopped while waiting to retry, or after a retry() before it ran again: the time it
+    then waited is not time it ran."""
+    clock = FakeClock()
+    waited = _running_for("t1", 2, clock)
+    waited.mark_retry_wait(Failure.of(FailureKind.EXCEPTION, "boom"), retry_at=clock.now())
+    clock.advance(100)
+    waited.mark_stopped(reason="not worth it")
+    assert waited.snapshot.elapsed(clock.now()) == 2.0
+    retried = _running_for("t2", 5, clock)
+    retried.mark_failed(Failure.of(FailureKind.EXCEPTION, "boom"))
+    clock.advance(1000)
+    retried.retry(actor="ops")
+    retried.mark_stopped(reason="changed my mind")
+    assert retried.snapshot.elapsed(clock.now()) == 5.0
+    ran = _running_for("t3", 3, clock)
+    ran.mark_succeeded(outcome=1)
+    assert ran.snapshot.elapsed(clock.now() + timedelta(hours=1)) == 3.0
 
 
 def test_display_name_and_is_terminal() -> None:

@@ -438,3 +438,49 @@ def test_when_the_supervising_process_dies_its_children_end_too(tmp_path: Path) 
             wait_for(lambda: not _alive(child) and not _alive(grandchild), timeout=10)
         finally:
             parent.kill()
+
+
+_GUARDED_SCRIPT = """
+import sys
+from chongming_core import ConfigurationError
+from chongming_runtime import ProcessExecutor, run_task
+
+
+def top(ctx):
+    return "top"
+
+
+try:
+    def in_try(ctx):
+        return "in_try"
+except ImportError:
+    pass
+
+
+if __name__ == "__main__":
+    def guarded(ctx):
+        return "guarded"
+
+    try:
+        run_task(guarded, executor=ProcessExecutor())
+    except ConfigurationError as exc:
+        print("refused:", exc)
+    for fn in (top, in_try):
+        print(fn.__name__, run_task(fn, executor=ProcessExecutor()).value)
+"""
+
+
+def test_a_function_a_child_cannot_find_in_the_script_is_refused_at_submit(
+    tmp_path: Path,
+) -> None:
+    """spawn re-imports the script without its `if __name__ == "__main__":` block: a function
+    defined there failed in the child (nonzero_exit, retried) instead of at submit."""
+    script = tmp_path / "script.py"
+    script.write_text(_GUARDED_SCRIPT, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
+    )
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("refused: ProcessExecutor cannot run __main__.guarded")
+    assert "not defined at the top level of the script" in lines[0]
+    assert lines[1:] == ["top top", "in_try in_try"]

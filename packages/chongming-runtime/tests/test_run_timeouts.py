@@ -157,8 +157,13 @@ def test_heartbeat_beat_keeps_an_idle_timeout_away_and_progress_does_not() -> No
     assert timeout_kind(run) is FailureKind.TIMEOUT_IDLE
     step.set()
     outcome = run.wait(10)
-    # The body saw the stop flag and returned normally: a stop is a request, not a verdict.
-    assert outcome.status is S.SUCCEEDED
+    # The body saw the stop flag and returned: the attempt still ends as the timeout's
+    # failure, its value not kept (§6, R2) — only an operator's stop ends it succeeded.
+    assert outcome.status is S.FAILED
+    assert outcome.value is None
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.TIMEOUT_IDLE
+    assert outcome.failure.message.endswith("the body then returned, and its value was not kept")
 
 
 def test_an_unwinding_timeout_that_misses_the_window_ends_lost_naming_the_timeout() -> None:

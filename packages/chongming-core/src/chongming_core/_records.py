@@ -221,7 +221,8 @@ class TaskSnapshot:
 
         A task waiting to start (pending, blocked, queued, paused before start) has no
         running attempt, so it has no elapsed time, even after an earlier attempt; a task
-        waiting to retry shows how long its last attempt ran.
+        waiting to retry, or finished, shows how long its last attempt ran — not the time
+        it then spent waiting before it ended (stopped while waiting to retry, say).
         """
         if self.started_at is None:
             return None
@@ -229,11 +230,18 @@ class TaskSnapshot:
             self.status is TaskStatus.PAUSED and not self.paused_in_place
         ):
             return None
-        if self.status is TaskStatus.RETRY_WAIT:
+        waiting = self.status is TaskStatus.RETRY_WAIT
+        if waiting or self.status.is_terminal:
             last = self.attempts[-1] if self.attempts else None
-            if last is None or last.started_at is None or last.ended_at is None:
+            if (
+                last is not None
+                and (waiting or last.number == self.attempt)  # finished: the current one
+                and last.started_at is not None
+                and last.ended_at is not None
+            ):
+                return max(0.0, (last.ended_at - last.started_at).total_seconds())
+            if waiting:
                 return None
-            return max(0.0, (last.ended_at - last.started_at).total_seconds())
         end = self.finished_at or now
         return max(0.0, (end - self.started_at).total_seconds())
 

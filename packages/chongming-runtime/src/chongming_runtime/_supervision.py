@@ -293,7 +293,9 @@ class Supervision(Pausing):
         """Record how the attempt ended; True when the next attempt is due at once."""
         machine = self._machine
         stopping = machine.status is _S.STOPPING
-        if result.kind is ResultKind.RETURNED:
+        # a value returned after a timeout asked the body to stop is the timeout's failure
+        # (§6, R2); after an operator's stop it is the task's end (stopping -> succeeded)
+        if result.kind is ResultKind.RETURNED and (attempt.timeout_kind is None or stopping):
             problem = result_problem(result.value)
             if problem is None:
                 self._record(machine.mark_succeeded(outcome=result.value, actor=self._actor))
@@ -342,6 +344,8 @@ class Supervision(Pausing):
                         f"{message}; the body did not unwind within the graceful window of "
                         f"{self._graceful:g}s, so it was ended by force ({detail})"
                     )
+                elif result.kind is ResultKind.RETURNED:
+                    message = f"{message}; the body then returned, and its value was not kept"
                 elif detail:
                     message = f"{message}; then the body ended with {detail}"
             timeout_error = TaskTimeout(

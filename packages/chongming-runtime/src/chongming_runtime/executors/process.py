@@ -18,6 +18,7 @@ the child ends with what its body started when the supervising process dies.
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import importlib.util
 import logging
@@ -27,9 +28,10 @@ import pickle
 import signal
 import sys
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chongming_core import Clock, ConfigurationError, Failure, Progress, TimerHandle
@@ -155,10 +157,19 @@ class ProcessExecutor:
         module = getattr(fn, "__module__", None)
         if module == "__main__":
             main = sys.modules.get("__main__")
-            if getattr(main, "__file__", None) is None:
+            path = getattr(main, "__file__", None)
+            if path is None:
                 raise ConfigurationError(
                     f"ProcessExecutor cannot run {where}: it was defined in an interactive "
                     f"session, which a child process cannot import; {_ADVICE}"
+                )
+            if not _defined_at_top_level(str(path), qualname):
+                # spawn re-imports the script without running its `if __name__ == "__main__":`
+                # block: a function defined there (or made at run time) is not found
+                raise ConfigurationError(
+                    f"ProcessExecutor cannot run {where}: it is not defined at the top level "
+                    f'of the script (inside `if __name__ == "__main__":`, say), so a child '
+                    f"process, which re-imports the script, cannot find it; {_ADVICE}"
                 )
         elif isinstance(module, str) and _find_spec(module) is None:
             raise ConfigurationError(
@@ -235,6 +246,70 @@ class ProcessExecutor:
 
     def __repr__(self) -> str:
         return f"ProcessExecutor(kill_after={self._kill_after:g})"
+
+
+def _defined_at_top_level(path: str, qualname: str) -> bool:
+    """Whether the script at `path` defines `qualname` (a function, or a method of a class)
+    at its top level, where a re-import finds it. True when the source cannot be read: the
+    child's own error will say what went wrong."""
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, UnicodeDecodeError, ValueError):
+        return True
+    scope: list[ast.stmt] = tree.body
+    for part in qualname.split("."):
+        statements = list(_run_on_import(scope))
+        found = next(
+            (
+                node
+                for node in statements
+                if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef)
+                and node.name == part
+            ),
+            None,
+        )
+        if found is None:
+            return any(  # assigned at the top level (`name = make()`, an import): trust it
+                isinstance(node, ast.Assign | ast.AnnAssign | ast.Import | ast.ImportFrom)
+                and part in _bound_names(node)
+                for node in statements
+            )
+        scope = found.body
+    return True
+
+
+def _run_on_import(body: list[ast.stmt]) -> Iterator[ast.stmt]:
+    """The statements of `body` that run when the script is imported: into `if`, `try` and
+    `with` blocks, but not the body of `if __name__ == "__main__":`."""
+    for node in body:
+        yield node
+        if isinstance(node, ast.If):
+            if not _is_main_guard(node.test):
+                yield from _run_on_import(node.body)
+            yield from _run_on_import(node.orelse)
+        elif isinstance(node, ast.Try):
+            for block in (node.body, node.orelse, node.finalbody):
+                yield from _run_on_import(block)
+            for handler in node.handlers:
+                yield from _run_on_import(handler.body)
+        elif isinstance(node, ast.With):
+            yield from _run_on_import(node.body)
+
+
+def _is_main_guard(test: ast.expr) -> bool:
+    return (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and test.left.id == "__name__"
+        and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators)
+    )
+
+
+def _bound_names(node: ast.stmt) -> set[str]:
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]  # type: ignore[attr-defined]
+    return {t.id for t in targets if isinstance(t, ast.Name)}
 
 
 def _find_spec(module: str) -> object | None:
