@@ -18,6 +18,8 @@ from chongming_core import (
     SnapshotWrite,
     StateMachine,
     StoreError,
+    TaskQuery,
+    TaskSnapshot,
     TaskStatus,
     TouchUpdate,
 )
@@ -848,29 +850,36 @@ def _trail(store: InMemoryTaskStore, task_id: str) -> list[TaskStatus]:
     return [t.to_status for t in store.history(task_id)]
 
 
-def test_a_write_the_store_committed_just_before_a_ctrl_c_is_not_written_again() -> None:
-    """SQLite raises a Ctrl-C that arrived during COMMIT after the commit; psycopg re-raises
-    it after the statement finished. The next flush asks the store instead of writing the
-    same version again (which would look like another process's write: a conflict)."""
+def _answer_lost(error: BaseException) -> tuple[InMemoryTaskStore, Callable[[], None]]:
+    """A store whose next write, once armed, goes in and then raises `error` (its answer is
+    lost: a Ctrl-C during COMMIT, a connection dropped after it)."""
     store = InMemoryTaskStore()
     real = store.save_many
     armed: list[bool] = []
 
-    def committed_then_interrupted(writes: Sequence[SnapshotWrite]) -> Any:
+    def committed_then_raising(writes: Sequence[SnapshotWrite]) -> Any:
         result = real(writes)
         if armed:
             armed.clear()
-            raise KeyboardInterrupt
+            raise error
         return result
 
-    store.save_many = committed_then_interrupted  # type: ignore[method-assign]
+    store.save_many = committed_then_raising  # type: ignore[method-assign]
+    return store, lambda: armed.append(True)
+
+
+def test_a_write_the_store_committed_just_before_a_ctrl_c_is_not_written_again() -> None:
+    """SQLite raises a Ctrl-C that arrived during COMMIT after the commit; psycopg re-raises
+    it after the statement finished. The next flush asks the store instead of writing the
+    same version again (which would look like another process's write: a conflict)."""
+    store, arm = _answer_lost(KeyboardInterrupt())
     writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
     machine = StateMachine.create("t1", "x", clock=FakeClock())
     writer.record(machine.snapshot)
     assert writer.flush()
     machine.mark_queued()
     writer.record(machine.snapshot, machine.transitions[-1:])
-    armed.append(True)
+    arm()
     with pytest.raises(KeyboardInterrupt):
         writer.flush()
     machine.mark_starting(executor="thread")
@@ -960,10 +969,10 @@ def test_writes_in_doubt_wait_while_the_store_cannot_be_asked() -> None:
                 raise KeyboardInterrupt
             return result
 
-        def get(self, task_id: str) -> Any:
+        def query(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
             if self.down:
                 raise StoreError("the store is down")
-            return super().get(task_id)
+            return super().query(query)
 
     store = Flaky()
     writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
@@ -997,4 +1006,37 @@ def test_writes_kept_by_an_interrupted_flush_are_written_without_another_record(
     while store.get("t1") is None and time.monotonic() < deadline:
         time.sleep(0.005)
     assert store.get("t1") is not None  # the background thread wrote it (no batching wait)
+    writer.close()
+
+
+def test_a_write_that_failed_after_it_went_in_is_not_taken_for_another_writers() -> None:
+    """PostgreSQL: the connection drops after the commit, before its answer, and the store's
+    own retry cannot reach the server. The write is in the store although it failed; the
+    next flush asks instead of meeting its own version as a conflict (the task was never
+    written again: its end was lost)."""
+    store, arm = _answer_lost(StoreError("server closed the connection unexpectedly"))
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    machine = StateMachine.create("t1", "x", clock=FakeClock())
+    writer.record(machine.snapshot)
+    assert writer.flush()
+    machine.mark_queued()
+    machine.mark_starting(executor="thread")
+    writer.record(machine.snapshot, machine.transitions)
+    arm()
+    assert not writer.flush()  # reported as failed
+    machine.mark_running()
+    machine.mark_succeeded(outcome=42)
+    writer.record(machine.snapshot, machine.transitions[-2:])
+    assert writer.flush()
+    assert not writer.diverged("t1")
+    stored = store.get("t1")
+    assert stored is not None
+    assert stored.status is TaskStatus.SUCCEEDED
+    assert stored.outcome == 42
+    assert _trail(store, "t1") == [
+        TaskStatus.QUEUED,
+        TaskStatus.STARTING,
+        TaskStatus.RUNNING,
+        TaskStatus.SUCCEEDED,
+    ]
     writer.close()

@@ -40,13 +40,14 @@ import dataclasses
 import logging
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
 from chongming_core import (
     ConcurrencyConflict,
     SnapshotWrite,
+    TaskQuery,
     TaskSnapshot,
     TaskStore,
     TouchUpdate,
@@ -170,9 +171,10 @@ class StoreWriter:
         # or progress read just before the task finished) must not reach their row
         self._finished: set[str] = set()
         self._poisoned: set[str] = set()  # refused alone while other writes succeeded
-        # writes a Ctrl-C interrupted inside the store: (version, updated_at, transitions)
-        # of each; the next flush asks the store whether they went in (`_settle_in_doubt`)
-        self._in_doubt: dict[str, tuple[int, datetime | None, int]] = {}
+        # writes that failed, or that a Ctrl-C interrupted, inside the store: (version,
+        # updated_at, lease owner, transitions) of each; the next flush asks the store
+        # whether they went in (`_settle_in_doubt`)
+        self._in_doubt: dict[str, tuple[int, datetime | None, str | None, int]] = {}
         self._probe_from = 0  # where the next single-write probe starts (see `_save`)
         self._failures: deque[PersistFailure] = deque(maxlen=MAX_FAILURES)
         self._healthy = True
@@ -433,14 +435,11 @@ class StoreWriter:
                 # a Ctrl-C inside the store's write: part of the chunk may be in the store
                 # (committed just before, a single-write probe, or the memory store item by
                 # item); written again blindly, it would meet its own version as a conflict
-                for task_id in chunk:
-                    snapshot = batch[task_id].snapshot
-                    in_doubt[task_id] = (
-                        snapshot.status_version,
-                        snapshot.updated_at,
-                        len(batch[task_id].transitions),
-                    )
+                self._doubt(batch, chunk)
                 raise
+            # a failed write may have gone in all the same (PostgreSQL: the connection
+            # dropped after the commit, before its answer): asked before it is written again
+            self._doubt(batch, chunk_failed)
             del writes
             conflicted = {c.task_id for c in conflicts}
             stored = {
@@ -539,28 +538,45 @@ class StoreWriter:
             self._poisoned.update(failed)
         return conflicts, failed
 
+    def _doubt(self, batch: dict[str, _Write], task_ids: Iterable[str]) -> None:
+        """Note the writes of `task_ids` as possibly in the store (see `_settle_in_doubt`)."""
+        for task_id in task_ids:
+            write = batch[task_id]
+            snapshot = write.snapshot
+            self._in_doubt[task_id] = (
+                snapshot.status_version,
+                snapshot.updated_at,
+                snapshot.lease_owner,
+                len(write.transitions),
+            )
+
     def _settle_in_doubt(self, batch: dict[str, _Write]) -> dict[str, Exception]:
-        """Ask the store whether the writes a Ctrl-C interrupted went in (D44): one that did
-        is noted as stored and only what was recorded after it is left to write. Returns
+        """Ask the store whether writes that failed or were interrupted went in (D44): one that
+        did is noted as stored and only what was recorded after it is left to write. Returns
         the tasks still in doubt (the store could not be asked) with the reason."""
         in_doubt = self._in_doubt
-        for task_id, (version, updated_at, count) in list(in_doubt.items()):
-            write = batch.get(task_id)
-            if write is None:  # forgotten meanwhile (pruned)
-                del in_doubt[task_id]
-                continue
-            try:
-                stored = self._store.get(task_id)
-            except Exception as exc:  # the store is down: they wait for the next flush
-                return dict.fromkeys(in_doubt, exc)
+        for task_id in [t for t in in_doubt if t not in batch]:  # forgotten meanwhile
             del in_doubt[task_id]
-            if stored is None or (stored.status_version, stored.updated_at) != (
-                version,
-                updated_at,
-            ):
+        if not in_doubt:
+            return {}
+        try:  # one query for them all (a backlog after an outage can be thousands)
+            rows = {
+                s.task_id: s for s in self._store.query(TaskQuery(task_ids=frozenset(in_doubt)))
+            }
+        except Exception as exc:  # the store is down: they wait for the next flush
+            return dict.fromkeys(in_doubt, exc)
+        for task_id, (version, updated_at, owner, count) in list(in_doubt.items()):
+            del in_doubt[task_id]
+            stored = rows.get(task_id)
+            if stored is None or (
+                stored.status_version,
+                stored.updated_at,
+                stored.lease_owner,
+            ) != (version, updated_at, owner):
                 continue  # it did not go in: written as usual
             with self._lock:
                 self._stored_version[task_id] = version
+            write = batch[task_id]
             rest = list(write.transitions)[count:]
             if rest or write.snapshot.status_version != version:
                 write.transitions = rest
