@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from chongming_core import StoreError, TaskStatus
+from chongming_core import StateMachine, StoreError, TaskStatus
 from chongming_store_contract import build_task
 from chongming_store_sqlite import SqliteTaskStore
 from chongming_store_sqlite._schema import APPLICATION_ID, SCHEMA_VERSION
@@ -382,3 +382,31 @@ def test_an_empty_path_is_refused() -> None:
 
     with pytest.raises(ConfigurationError, match="path"):
         SqliteTaskStore("")
+
+
+def test_the_write_ahead_log_shrinks_back_after_a_long_reader(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reader holding a transaction keeps the log from being reset, so it grows with every
+    write; once the reader is gone a checkpoint truncates it back to the limit (it used to
+    keep its largest size, gigabytes, for as long as the store stayed open)."""
+    import chongming_store_sqlite._store as sqlite_store
+
+    monkeypatch.setattr(sqlite_store, "WAL_SIZE_LIMIT", 32 * 1024)
+    db = tmp_path / "tasks.db"
+    wal = Path(f"{db}-wal")
+    with SqliteTaskStore(db) as store:
+        store.create(StateMachine.create("first", "x").snapshot)
+        reader = sqlite3.connect(db)
+        try:
+            reader.execute("BEGIN")
+            reader.execute("SELECT count(*) FROM tasks").fetchone()
+            for index in range(800):
+                store.create(StateMachine.create(f"t{index}", "x", label="y" * 200).snapshot)
+            grown = wal.stat().st_size
+        finally:
+            reader.close()
+        for index in range(800, 1100):
+            store.create(StateMachine.create(f"t{index}", "x", label="y" * 200).snapshot)
+        assert grown > 10 * 1024 * 1024
+        assert wal.stat().st_size < grown / 10

@@ -492,10 +492,12 @@ def counts_of(snapshots: Iterable[TaskSnapshot]) -> Mapping[TaskStatus, int]:
 
 
 def write_jsonl(path: str | os.PathLike[str], transitions: Sequence[Transition]) -> None:
-    """Append `transitions` to `path` as JSON Lines and fsync it (used by `archive`)."""
+    """Append `transitions` to `path` as JSON Lines and fsync it (used by `archive`). A new
+    file is created owner-only (mode 0o600): it holds task data."""
     if not transitions:
         return
-    with open(path, "a", encoding="utf-8") as handle:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    with open(fd, "a", encoding="utf-8") as handle:
         for record in transitions:
             handle.write(json.dumps(record.to_dict(), ensure_ascii=False) + "\n")
         handle.flush()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from datetime import timedelta
 from functools import partial
@@ -152,6 +153,15 @@ class HousekeepingContract(ContractBase):
         second = self.store.archive(finished_before=self.clock.now(), path=str(path))
         expect_equal(second, 0, "second archive()")
         expect_equal(len(_archived(path)), 3, "lines in the archive after two runs")
+
+    def test_a_new_archive_file_is_readable_by_its_owner_only(self) -> None:
+        """It holds task data: failures, tracebacks, reasons (mode 0o600 on POSIX)."""
+        self.stored("done", _S.SUCCEEDED)
+        self.clock.advance(10)
+        path = self.scratch_dir() / "new-archive.jsonl"
+        expect_equal(self.store.archive(finished_before=self.clock.now(), path=path), 3, "moved")
+        if os.name == "posix":
+            expect_equal(path.stat().st_mode & 0o777, 0o600, "mode of a new archive file")
 
     def test_archive_never_touches_live_tasks(self) -> None:
         live, chain = self.stored("live", _S.RUNNING)

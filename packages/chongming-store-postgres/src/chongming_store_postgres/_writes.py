@@ -26,6 +26,7 @@ from chongming_core import (
     SnapshotWrite,
     Transition,
 )
+from chongming_core._store import write_jsonl
 from chongming_store_postgres._codec import (
     snapshot_from_row,
     snapshot_params,
@@ -221,7 +222,7 @@ def archive(
             cursor.execute(q.archive_select, {"terminal": _TERMINAL, "before": finished_before})
             while rows := cursor.fetchmany(_FETCH_SLICE):
                 moved.extend(transition_from_row(row) for row in rows)
-        _write_jsonl(path, moved)
+        write_jsonl(path, moved)
         if moved:
             conn.execute(
                 q.archive_delete,
@@ -231,14 +232,3 @@ def archive(
                 },
             )
     return len(moved)
-
-
-def _write_jsonl(path: str | os.PathLike[str], transitions: Sequence[Transition]) -> None:
-    """Append one `Transition.to_dict()` per line to `path`, then flush and fsync it."""
-    if not transitions:
-        return
-    with open(path, "a", encoding="utf-8") as handle:
-        for record in transitions:
-            handle.write(json.dumps(record.to_dict(), ensure_ascii=False) + "\n")
-        handle.flush()
-        os.fsync(handle.fileno())

@@ -58,6 +58,9 @@ MEMORY = ":memory:"
 _MAX_CONNECTIONS = 16
 _SYNCHRONOUS = {"normal": "NORMAL", "full": "FULL"}
 
+#: Bytes a write-ahead log is truncated back to after a checkpoint (64 MiB).
+WAL_SIZE_LIMIT = 64 * 1024 * 1024
+
 
 class SqliteTaskStore(TaskStore):
     """The embedded default store: one SQLite file shared by the threads and processes
@@ -159,6 +162,9 @@ class SqliteTaskStore(TaskStore):
         try:
             # The value comes from the fixed _SYNCHRONOUS table, never from the caller.
             conn.execute(f"PRAGMA synchronous = {self._synchronous}")
+            # after a long reader let the WAL grow, a checkpoint truncates it back to this
+            # size (otherwise it keeps its largest size until the last connection closes)
+            conn.execute(f"PRAGMA journal_size_limit = {int(WAL_SIZE_LIMIT)}")
             conn.create_function(SEARCH_FUNCTION, 4, search_matches, deterministic=True)
         except BaseException:
             conn.close()
