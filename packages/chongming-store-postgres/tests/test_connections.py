@@ -474,3 +474,46 @@ def test_a_completion_or_release_whose_answer_was_lost_reports_true(
     assert [c.command_id for c in store.claim_commands("n2", now=BASE_TIME, lease_seconds=5)] == [
         "c2"
     ]
+
+
+def test_a_row_locked_by_another_session_fails_the_write_instead_of_blocking(
+    make_store: Callable[..., PostgresTaskStore], postgres_dsn: str, schema: str
+) -> None:
+    """No lock_timeout used to mean a write (and the controller's wait() behind it) blocked
+    for as long as another session held the row; now it fails like any store error, which
+    the writer retries, and says what is going on."""
+    store = make_store(connect_timeout=2)
+    snapshot, transitions = build_task("t1", TaskStatus.RUNNING)
+    store.create(snapshot, transitions)
+    newer, more = next_version(snapshot)
+    with psycopg.connect(postgres_dsn) as other:  # a transaction: the lock is held until rollback
+        other.execute(
+            sql.SQL("SELECT 1 FROM {}.tasks WHERE task_id = %s FOR UPDATE").format(
+                sql.Identifier(schema)
+            ),
+            ("t1",),
+        )
+        started = time.monotonic()
+        with pytest.raises(StoreError, match="stayed locked by another session"):
+            store.save(newer, expect_version=snapshot.status_version, transitions=more)
+        assert time.monotonic() - started < 30  # bounded by lock_timeout, not by the holder
+        other.rollback()
+    store.save(newer, expect_version=snapshot.status_version, transitions=more)
+    stored = store.get("t1")
+    assert stored is not None
+    assert stored.status_version == newer.status_version
+
+
+def test_connections_keep_alive_and_bound_unacknowledged_sends(
+    make_store: Callable[..., PostgresTaskStore],
+) -> None:
+    """A network that silently drops packets is noticed in seconds, not in the kernel's
+    quarter of an hour; the DSN's own settings win."""
+    store = make_store(connect_timeout=2)
+    with store._pool.connection() as conn:
+        shown = conn.execute("SHOW lock_timeout").fetchone()
+        assert shown is not None
+        assert shown[0] in {"2s", "2000ms"}
+        dsn = conninfo_to_dict(conn.info.dsn)
+        assert dsn.get("keepalives") == "1"
+        assert dsn.get("tcp_user_timeout") == "6000"

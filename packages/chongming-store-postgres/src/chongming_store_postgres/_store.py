@@ -150,13 +150,29 @@ class PostgresTaskStore(TaskStore):
             secrets=dsn_secrets(dsn),
             connect_timeout=connect_timeout,
         )
-        options = " ".join(filter(None, [params.get("options"), "-c TimeZone=UTC"]))
+        # a lock held by another session, or a network that drops packets, must end in a
+        # StoreError the writer retries, never block the controller for minutes: a lock
+        # timeout (the DSN's own options come later and win), TCP keepalives and a limit
+        # on unacknowledged sends (each unless the DSN sets it)
+        wait_ms = max(2, math.ceil(connect_timeout)) * 1000
+        options = " ".join(
+            filter(None, [f"-c lock_timeout={wait_ms}", params.get("options"), "-c TimeZone=UTC"])
+        )
         self._connect_kwargs: dict[str, Any] = {
             "autocommit": True,
             "application_name": self._application_name,
             "connect_timeout": max(2, math.ceil(connect_timeout)),
             "options": options,
         }
+        for key, value in (
+            ("keepalives", 1),
+            ("keepalives_idle", 10),
+            ("keepalives_interval", 5),
+            ("keepalives_count", 3),
+            ("tcp_user_timeout", 3 * wait_ms),
+        ):
+            if key not in params:
+                self._connect_kwargs[key] = value
         self._dsn = dsn
         self._q = Q.Statements(schema)
         self._channel = channel_name(schema)
