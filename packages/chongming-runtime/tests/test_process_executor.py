@@ -262,7 +262,7 @@ def _alive(pid: int) -> bool:
     """True while `pid` runs (a zombie, dead but not reaped, counts as gone)."""
     try:
         state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
-    except (FileNotFoundError, IndexError):
+    except (OSError, IndexError):  # gone (ESRCH when it ends while being read)
         return False
     return state != "Z"
 
