@@ -192,13 +192,21 @@ def test_reconcile_marks_a_dead_workers_tasks_lost(controllers: Callable[..., Co
     dead.close(timeout=WAIT)
 
 
-def test_leases_are_renewed_on_the_touch_timer(controllers: Callable[..., Controller]) -> None:
+def _worker_running(
+    controllers: Callable[..., Controller], task_id: str, *, lease_ttl: float
+) -> tuple[InMemoryTaskStore, FakeClock, Controller]:
+    """A worker (touch_interval 1 s, on a fake clock) whose task `task_id` is running."""
     store = InMemoryTaskStore()
     clock = FakeClock()
-    worker = controllers(store=store, owner="w", clock=clock, lease_ttl=30, touch_interval=1)
+    worker = controllers(store=store, owner="w", clock=clock, lease_ttl=lease_ttl, touch_interval=1)
     worker.register("sync", worker_body)
-    run = worker.submit("sync", "x", task_id="j")
+    run = worker.submit("sync", "x", task_id=task_id)
     _until(lambda: run.status is S.RUNNING, "the task to run")
+    return store, clock, worker
+
+
+def test_leases_are_renewed_on_the_touch_timer(controllers: Callable[..., Controller]) -> None:
+    store, clock, worker = _worker_running(controllers, "j", lease_ttl=30)
     worker.flush()
     first = store.get("j")
     assert first is not None
@@ -390,12 +398,7 @@ def test_a_stop_for_a_live_holder_whose_lease_only_looks_expired_reaches_the_hol
 def test_the_touch_timer_goes_on_after_a_tick_that_raised(
     controllers: Callable[..., Controller],
 ) -> None:
-    store = InMemoryTaskStore()
-    clock = FakeClock()
-    node = controllers(store=store, owner="n", clock=clock, lease_ttl=3, touch_interval=1)
-    node.register("sync", worker_body)
-    run = node.submit("sync", "a", task_id="first")
-    _until(lambda: run.status is S.RUNNING, "the task to run")
+    store, clock, node = _worker_running(controllers, "first", lease_ttl=3)
     original = node._pipelines.renew
     calls: list[bool] = []
 
