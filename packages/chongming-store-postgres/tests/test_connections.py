@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import socket
 import threading
@@ -517,3 +518,33 @@ def test_connections_keep_alive_and_bound_unacknowledged_sends(
         dsn = conninfo_to_dict(conn.info.dsn)
         assert dsn.get("keepalives") == "1"
         assert dsn.get("tcp_user_timeout") == "6000"
+
+
+def test_a_lost_write_is_not_taken_for_another_writers_identical_row(
+    store: PostgresTaskStore,
+    make_store: Callable[..., PostgresTaskStore],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The connection drops before this write commits, and meanwhile another writer stores
+    the very same row with its own history (same clock, other actor): this write lost, and
+    is told so — the row alone used to make both writers believe they won."""
+    snapshot, chain = build_task("t1", TaskStatus.RUNNING)
+    store.create(snapshot, chain)
+    mine, my_records = next_version(snapshot)
+    their_records = tuple(dataclasses.replace(t, actor="other-node") for t in my_records)
+    other = make_store()
+    original = writes_module.apply_writes
+    armed = [True]
+
+    def lost_before_commit(conn: Any, *args: Any, **kwargs: Any) -> Any:
+        if armed:
+            armed.clear()
+            other.save(mine, expect_version=snapshot.status_version, transitions=their_records)
+            conn.close()
+            raise psycopg.OperationalError("server closed the connection unexpectedly")
+        return original(conn, *args, **kwargs)
+
+    monkeypatch.setattr(writes_module, "apply_writes", lost_before_commit)
+    with pytest.raises(ConcurrencyConflict):
+        store.save(mine, expect_version=snapshot.status_version, transitions=my_records)
+    assert store.history("t1") == [*chain, *their_records]

@@ -168,8 +168,17 @@ def apply_writes(
 
 
 def _stored_is(conn: Conn, q: Statements, write: SnapshotWrite) -> bool:
-    row = conn.execute(q.get_task, {"task_id": write.snapshot.task_id}).fetchone()
-    return row is not None and snapshot_from_row(row) == write.snapshot
+    """Whether the store holds exactly `write` — its row and its history rows: after a lost
+    connection, a snapshot alone could be another writer's that happens to be identical."""
+    task_id = write.snapshot.task_id
+    row = conn.execute(q.get_task, {"task_id": task_id}).fetchone()
+    if row is None or snapshot_from_row(row) != write.snapshot:
+        return False
+    if not write.transitions:
+        return True
+    rows = conn.execute(q.history, {"task_id": task_id}).fetchall()
+    stored = {t.status_version: t for t in (transition_from_row(r) for r in rows)}
+    return all(stored.get(t.status_version) == t for t in write.transitions)
 
 
 def validate_keep(keep_terminal: object) -> int:
