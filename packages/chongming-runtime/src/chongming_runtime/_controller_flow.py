@@ -180,7 +180,7 @@ class ControllerFlow(ControllerBase):
         """Start the touch timer (once), renewing the lease first: a node idle since its
         construction (longer than `lease_ttl`, maybe) must not submit with a stale lease."""
         with self._lock:
-            if self._tick_timer is None and not self._ticking and not self._closing:
+            if not self._ticking and not self._closing:  # not ticking: no timer armed
                 self._ticking = True
                 self._renew_lease()
                 self._tick_timer = self.clock.call_later(self.touch_interval, self._tick)
