@@ -100,6 +100,7 @@ class Attempt:
 
     __slots__ = (
         "_supervisor",
+        "abandoned",
         "args",
         "beat_shown",
         "closed",
@@ -154,6 +155,7 @@ class Attempt:
         self.timeout_kind: FailureKind | None = None
         self.timeout_message: str | None = None
         self.forced = False  # its carrier was ended by force (a graceful window ran out)
+        self.abandoned = False  # its thread was left running when the window ran out
 
     @property
     def task_id(self) -> str:

@@ -87,6 +87,14 @@ class Capacity:
         for tag in limited:
             self._per_tag[tag] = self._per_tag.get(tag, 0) + 1
 
+    def rekey(self, task_id: str, key: str) -> bool:
+        """Keep what `task_id` holds under `key` instead; False when it held nothing."""
+        hold = self._holds.pop(task_id, None)
+        if hold is None:
+            return False
+        self._holds[key] = hold
+        return True
+
     def release(self, task_id: str) -> bool:
         """Give back everything `task_id` holds; False when it held nothing."""
         hold = self._holds.pop(task_id, None)

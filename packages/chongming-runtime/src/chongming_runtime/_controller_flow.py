@@ -160,7 +160,28 @@ class ControllerFlow(ControllerBase):
         now, needs_slot = run._needs_slot()
         if now is not _S.QUEUED:
             self._ready.remove(task_id)
+        if needs_slot and now.is_terminal:
+            # lost, but its abandoned body still executes: what it holds stays held, under
+            # a key of its own (a retry of the task takes a slot of its own), until the
+            # body returns (D54)
+            held = f"{task_id}\x00abandoned-{id(run)}"  # the run lives while its body runs
+            if run._when_body_returns(partial(self._abandoned_body_returned, held)):
+                self._capacity.rekey(task_id, held)
+                return []
+            needs_slot = False  # it returned meanwhile
         if not needs_slot and self._capacity.release(task_id):
+            return self._take_startable()
+        return []
+
+    def _abandoned_body_returned(self, held: str) -> None:
+        """A body abandoned after its graceful window returned: pass on what it held (on
+        its thread, which holds no lock)."""
+        startable = self._lock.run_or_post(partial(self._release_held, held))
+        if startable:
+            self._dispatch_all(startable)
+
+    def _release_held(self, held: str) -> list[TaskRun]:
+        if self._capacity.release(held):
             return self._take_startable()
         return []
 

@@ -202,6 +202,10 @@ class Deadlines(RunCore):
             if attempt is not self._attempt or attempt.closed:
                 return
             self._close_attempt(attempt)
+            # its body goes on executing: what its slot stands for stays held until it
+            # returns (D54; see `_when_body_returns`)
+            attempt.abandoned = True
+            self._abandoned = []
             self._leave_suspension("the graceful window passed")
             if attempt.timeout_kind is not None:
                 why = (

@@ -40,6 +40,7 @@ class RunCore:
     """Shared state of the `TaskRun` mixins (no behaviour of its own)."""
 
     __slots__ = (
+        "_abandoned",
         "_admission_due",
         "_admitted",
         "_attempt",
@@ -63,6 +64,8 @@ class RunCore:
 
     # Lifecycle state (set by `Supervision._init_supervision`).
     _attempt: Attempt | None
+    #: while an abandoned body still executes on its thread: who waits for it to return
+    _abandoned: list[Callable[[], None]] | None
     _progress: Progress | None
     _start_requested: bool
     _admitted: bool

@@ -29,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
@@ -42,6 +43,7 @@ from chongming_core import (
     TaskTimeout,
 )
 from chongming_runtime._attempt import Attempt, AttemptResult, ResultKind
+from chongming_runtime._call_each import call_each
 from chongming_runtime._command import CommandFailed
 from chongming_runtime._pausing import Pausing
 from chongming_runtime._results import result_failure, result_problem
@@ -72,6 +74,7 @@ class Supervision(Pausing):
 
     def _init_supervision(self) -> None:
         self._attempt = None
+        self._abandoned = None
         self._progress = None
         self._start_requested = False
         self._admitted = False
@@ -143,7 +146,18 @@ class Supervision(Pausing):
                 return status, self._admitted
             if status is _S.PAUSED:
                 return status, snap.paused_in_place
+            if self._abandoned is not None:  # lost, its body still executing (D54)
+                return status, True
             return status, status in ACTIVE_STATUSES
+
+    def _when_body_returns(self, callback: Callable[[], None]) -> bool:
+        """Call `callback` once the body abandoned after its graceful window returns (from
+        its thread); False, and no call, when no abandoned body is executing."""
+        with self._lock:
+            if self._abandoned is None:
+                return False
+            self._abandoned.append(callback)
+            return True
 
     def _admit_now(self) -> bool:
         """Record the scheduler's admission if the run is queued; False otherwise."""
@@ -277,17 +291,31 @@ class Supervision(Pausing):
 
     def _attempt_finished(self, attempt: Attempt, result: AttemptResult) -> None:
         with self._lock:
-            if attempt is not self._attempt or attempt.closed:
-                _log.debug("ignoring the late result of closed attempt %s", attempt.number)
-                return
-            self._close_attempt(attempt)
-            self._leave_suspension("the attempt ended before reaching a checkpoint")
-            retry_now = self._settle(attempt, result)
+            late = attempt is not self._attempt or attempt.closed
+            if late:
+                waiters = self._late_result(attempt)
+            else:
+                self._close_attempt(attempt)
+                self._leave_suspension("the attempt ended before reaching a checkpoint")
+                retry_now = self._settle(attempt, result)
+        if late:
+            if waiters:  # what the abandoned body held is free now
+                call_each(waiters, _log, "could not release what an abandoned body held")
+            return
         try:
             self._deliver()
         finally:  # even when a listener interrupts the telling: the retry is due
             if retry_now:
                 self._kick()
+
+    def _late_result(self, attempt: Attempt) -> list[Callable[[], None]] | None:
+        """The result of an attempt already closed is ignored; an abandoned body that
+        returns at last gives back who waited for it to return. Call under the lock."""
+        _log.debug("ignoring the late result of closed attempt %s", attempt.number)
+        if not attempt.abandoned:
+            return None
+        waiters, self._abandoned = self._abandoned, None
+        return waiters
 
     def _settle(self, attempt: Attempt, result: AttemptResult) -> bool:
         """Record how the attempt ended; True when the next attempt is due at once."""
