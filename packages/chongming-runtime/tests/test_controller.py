@@ -845,3 +845,38 @@ def test_retry_of_a_running_task_says_to_wait_for_it(
         controller.retry("busy")
     gate.open.set()
     assert run.wait(WAIT).status is S.SUCCEEDED
+
+
+class StoppedWhileMade(Controller):
+    """Stops every run the moment it is registered, before submit()/retry() start it: what a
+    stop_all() or a stop by id on another thread can do in that window."""
+
+    def _make_run(self, *args: Any, **kwargs: Any) -> TaskRun:
+        run = super()._make_run(*args, **kwargs)
+        assert self.stop(run.task_id, reason="racing") is True
+        return run
+
+
+def _one(ctx: Any) -> int:
+    return 1
+
+
+def test_a_task_stopped_before_submit_started_it_is_returned_stopped() -> None:
+    controller = StoppedWhileMade(max_parallel=1)
+    controller.register("job", _one)
+    run = controller.submit("job")  # it raised "already stopped; it cannot be started"
+    outcome = run.wait(WAIT)
+    assert outcome.status is S.STOPPED
+    assert [t.to_status for t in run.transitions] == [S.STOPPED]
+    assert controller.get(run.task_id).status is S.STOPPED  # type: ignore[union-attr]
+    controller.close()
+
+
+def test_a_retry_stopped_before_it_started_is_returned_stopped() -> None:
+    controller = StoppedWhileMade(max_parallel=1)
+    controller.register("job", _one)
+    assert controller.submit("job", task_id="t").wait(WAIT).status is S.STOPPED
+    again = controller.retry("t")  # it raised "already stopped; it cannot be started"
+    assert again.wait(WAIT).status is S.STOPPED
+    assert [t.to_status for t in again.transitions][-2:] == [S.QUEUED, S.STOPPED]
+    controller.close()

@@ -345,7 +345,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         self._writer.record(machine.snapshot)
         if not self._poller.started:
             self._poller.start()
-        run.start()
+        run._start_unless_ended()  # a stop_all() may have reached it first
         return run
 
     def _options(

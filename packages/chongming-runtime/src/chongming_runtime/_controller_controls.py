@@ -140,7 +140,7 @@ class ControllerControls(ControllerBase):
         # the run keeps the function, arguments and options it was made with
         revived = self._make_run(run._fn, machine, *run._recipe(), replacing=run)
         self._writer.record(machine.snapshot, (transition,))
-        revived.start()
+        revived._start_unless_ended()  # a stop by id may have reached it first
         return revived
 
     def wait(self, task_id: str, timeout: float | None = None) -> TaskOutcome:

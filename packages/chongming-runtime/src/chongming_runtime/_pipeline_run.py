@@ -21,7 +21,6 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from chongming_core import (
-    ConfigurationError,
     Failure,
     FailureKind,
     StateMachine,
@@ -352,12 +351,8 @@ class PipelineCoordinator:
             timer, node.start_timer = node.start_timer, None
         if timer is not None:  # its expiry now finds the node released: a no-op
             timer.cancel()
-        try:
-            run.start()
-        except ConfigurationError:
-            if not run.status.is_terminal:
-                raise
-            # stopped (or cancelled) between its release and its start: it settled already
+        # stopped (or cancelled) between its release and its start, it settled already
+        run._start_unless_ended()
 
     def _skip(self, prun: PipelineRun, node_id: str, failure: Failure) -> None:
         c = self._controller

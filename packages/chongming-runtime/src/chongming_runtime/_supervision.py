@@ -126,6 +126,16 @@ class Supervision(Pausing):
         else:
             self._dispatch()
 
+    def _start_unless_ended(self) -> None:
+        """`start()` for a run a controller has just made: a stop that reached it first
+        (``stop_all()`` or a stop by id from another thread, between its registration and
+        this call) ended it before its start, and it stays so."""
+        try:
+            self.start()
+        except ConfigurationError:
+            if not self._machine.status.is_terminal:
+                raise
+
     def dispatch(self) -> None:
         """Admit the next attempt (for schedulers that passed ``admission=``).
 
