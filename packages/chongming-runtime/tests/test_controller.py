@@ -596,6 +596,26 @@ def test_retry_reruns_a_stopped_task_under_the_same_id(
         controller.retry("elsewhere")
 
 
+def test_retry_of_a_task_not_held_here_says_whether_it_exists(
+    make_controller: Callable[..., Controller],
+) -> None:
+    """The refusal tells "no such task" apart from "held by another process"."""
+    store = InMemoryTaskStore()
+    elsewhere = make_controller(store=store, owner="elsewhere")
+    elsewhere.register("one", lambda ctx: 1)
+    assert elsewhere.submit("one", task_id="theirs").wait(WAIT).ok
+    assert elsewhere.flush()
+    here = make_controller(store=store, owner="here")
+    with pytest.raises(ConfigurationError) as unknown:
+        here.retry("never-submitted")
+    assert "(no such task)" in str(unknown.value)
+    assert "found" not in str(unknown.value)
+    with pytest.raises(ConfigurationError) as theirs:
+        here.retry("theirs")
+    assert "(it is in the store)" in str(theirs.value)
+    assert "resubmit it under a new task id" in str(theirs.value)
+
+
 def test_wait_times_out_without_changing_anything(
     make_controller: Callable[..., Controller], gate: Gate
 ) -> None:
