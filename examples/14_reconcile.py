@@ -1,8 +1,9 @@
 """14 — restart recovery: a crashed worker's tasks become `lost`, honestly (guide §8.11).
 
-A worker process is started, runs a task, and is killed with SIGKILL. A second
-process waits out the lease and reconciles: the in-flight task is marked lost,
-the finished one keeps its result, and nothing is left `running`.
+A worker process is started, runs a task, and is killed with SIGKILL. This
+process then reconciles with a clock set past the dead worker's lease (as a
+process started later would see it): the in-flight task is marked lost, the
+finished one keeps its result, and nothing is left `running`.
 
 Run: python examples/14_reconcile.py
 """

@@ -107,10 +107,29 @@ def test_cancelled_handles_never_fire() -> None:
     assert clock.pending_timers == 0
 
 
+def test_advance_takes_a_finite_number_and_leaves_the_clock_usable() -> None:
+    """advance(inf) used to fire every timer and leave a clock whose now() overflowed."""
+    clock = FakeClock()
+    before = (clock.now(), clock.monotonic())
+    fired: list[float] = []
+    clock.call_later(10, lambda: fired.append(clock.monotonic()))
+    for bad in (math.inf, -math.inf, math.nan):
+        with pytest.raises(ValueError, match="finite"):
+            clock.advance(bad)
+    for wrong in ("5", None, True):
+        with pytest.raises(TypeError, match="number of seconds"):
+            clock.advance(wrong)  # type: ignore[arg-type]
+    assert (clock.now(), clock.monotonic()) == before
+    assert fired == []
+    clock.advance(10)
+    assert fired == [before[1] + 10]
+    assert clock.now() == before[0] + timedelta(seconds=10)
+
+
 def test_time_never_goes_backwards() -> None:
     clock = FakeClock()
     far = clock.call_later(3600, lambda: None)
-    for bad in (-1, -0.001, math.nan):
+    for bad in (-1, -0.001):
         with pytest.raises(ValueError, match="backwards"):
             clock.advance(bad)
     assert not far.cancelled

@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import types
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -594,6 +595,52 @@ def test_retry_reruns_a_stopped_task_under_the_same_id(
     assert history[4].trigger == "control:retry"
     with pytest.raises(ConfigurationError, match="not held by this process"):
         controller.retry("elsewhere")
+
+
+def test_retry_of_a_task_not_held_here_says_whether_it_exists(
+    make_controller: Callable[..., Controller],
+) -> None:
+    """The refusal tells "no such task" apart from "held by another process"."""
+    store = InMemoryTaskStore()
+    elsewhere = make_controller(store=store, owner="elsewhere")
+    elsewhere.register("one", lambda ctx: 1)
+    assert elsewhere.submit("one", task_id="theirs").wait(WAIT).ok
+    assert elsewhere.flush()
+    here = make_controller(store=store, owner="here")
+    with pytest.raises(ConfigurationError) as unknown:
+        here.retry("never-submitted")
+    assert "(no such task)" in str(unknown.value)
+    assert "found" not in str(unknown.value)
+    with pytest.raises(ConfigurationError) as theirs:
+        here.retry("theirs")
+    assert "(it is in the store)" in str(theirs.value)
+    assert "resubmit it under a new task id" in str(theirs.value)
+
+
+def test_artifact_folders_of_controller_tasks(
+    make_controller: Callable[..., Controller], tmp_path: Path
+) -> None:
+    """A controller task gets a folder per attempt from Controller(artifact_dir=...), and
+    without one the failure names the Controller as a place to give it."""
+
+    def write(ctx: Any) -> str:
+        folder = ctx.artifact_dir
+        (folder / "part-0.txt").write_text("rows")
+        return str(folder)
+
+    without = make_controller()
+    without.register("write", write)
+    outcome = without.submit("write", task_id="no-folder").wait(WAIT)
+    assert outcome.status is S.FAILED
+    assert outcome.failure is not None
+    assert "has no artifact folder" in outcome.failure.message
+    assert "Controller(...)" in outcome.failure.message
+
+    with_folder = make_controller(artifact_dir=tmp_path)
+    with_folder.register("write", write)
+    outcome = with_folder.submit("write", task_id="with-folder").wait(WAIT)
+    assert outcome.value == str(tmp_path / "with-folder" / "attempt-1")
+    assert (tmp_path / "with-folder" / "attempt-1" / "part-0.txt").read_text() == "rows"
 
 
 def test_wait_times_out_without_changing_anything(

@@ -11,6 +11,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -198,7 +199,16 @@ class FakeClock:
 
     def advance(self, seconds: float) -> None:
         """Move time forward, firing every deadline that falls due, in order, before returning."""
-        if not seconds >= 0:  # also refuses NaN, which would fire every timer at once
+        if isinstance(seconds, bool) or not isinstance(seconds, int | float):
+            raise TypeError(f"advance() takes a number of seconds, got {seconds!r}")
+        if not math.isfinite(seconds):
+            # NaN would fire every timer at once; infinity would leave a clock whose now()
+            # overflows in every thread that reads it
+            raise ValueError(
+                f"advance() needs a finite number of seconds, got {seconds}; to fire every "
+                "pending deadline, advance past the last one"
+            )
+        if seconds < 0:
             raise ValueError(f"time cannot go backwards (advance({seconds}))")
         with self._lock:
             target = self._mono_start + self._offset + seconds

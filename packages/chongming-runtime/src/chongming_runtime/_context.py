@@ -256,13 +256,15 @@ class RuntimeContext:
         """``<artifact_dir>/<task_id>/attempt-<n>``, created on first use.
 
         Raises:
-            ConfigurationError: no ``artifact_dir=`` was given to `TaskRun` / `run_task`.
+            ConfigurationError: no ``artifact_dir=`` was given to `TaskRun` / `run_task` /
+                `Controller`.
         """
         if self._artifact_dir is None:
             if self._artifact_root is None:
                 raise ConfigurationError(
                     f"task {self.task_id!r} has no artifact folder; pass artifact_dir=<folder> "
-                    "to TaskRun(...) or run_task(...) to give each attempt its own folder"
+                    "to TaskRun(...), run_task(...) or Controller(...) to give each attempt "
+                    "its own folder"
                 )
             folder = self._artifact_root / _safe_path_part(self.task_id) / f"attempt-{self.attempt}"
             folder.mkdir(parents=True, exist_ok=True)

@@ -110,9 +110,9 @@ class ControllerControls(ControllerBase):
         with self._lock:
             run = self._runs.get(task_id)
         if run is None:
-            where = "in the store" if self.store.get(task_id) is not None else "anywhere"
+            where = "it is in the store" if self.store.get(task_id) is not None else "no such task"
             raise ConfigurationError(
-                f"task {task_id!r} is not held by this process (found {where}); its function "
+                f"task {task_id!r} is not held by this process ({where}); its function "
                 "and arguments are only known where it was submitted — resubmit it under a "
                 "new task id"
             )
