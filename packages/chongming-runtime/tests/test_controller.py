@@ -194,7 +194,9 @@ def test_wait_all_lists_outcomes_in_submission_order_whatever_order_they_finish(
     assert runs[2].wait(WAIT).value == "c"
     gates["b"].set()
     assert runs[1].wait(WAIT).value == "b"
-    with pytest.raises(TimeoutError, match="'a' is still running"):
+    with pytest.raises(
+        TimeoutError, match=r"1 of 3 tasks still unfinished after 0.05s: 'a' \(running\)"
+    ):
         controller.wait_all(timeout=0.05)  # one is unfinished: a timeout, nothing changed
     assert runs[0].status is S.RUNNING
     gates["a"].set()
@@ -927,3 +929,48 @@ def test_a_retry_stopped_before_it_started_is_returned_stopped() -> None:
     assert again.wait(WAIT).status is S.STOPPED
     assert [t.to_status for t in again.transitions][-2:] == [S.QUEUED, S.STOPPED]
     controller.close()
+
+
+def test_waits_that_run_out_of_time_say_how_many_and_which_tasks_are_unfinished(
+    make_controller: Callable[..., Controller], gate: Gate
+) -> None:
+    controller = make_controller(max_parallel=1)
+    controller.register("job", gate.body)
+    controller.submit("job", "a", task_id="a")
+    controller.submit("job", "b", task_id="b")
+    gate.wait_started()
+    with pytest.raises(TimeoutError) as waited:
+        controller.wait_all(timeout=0.05)
+    message = str(waited.value)
+    # not the last run's own message with what was left of the timeout ("0.0499831s")
+    assert message.startswith("2 of 2 tasks still unfinished after 0.05s: ")
+    assert "'a' (running)" in message
+    assert "'b' (queued)" in message
+    assert message.endswith("wait_all() changed nothing")
+    controller.stop("a")  # a stop request its body has not heard yet: not "call stop()"
+    with pytest.raises(TimeoutError, match="its stop was requested; the body has not unwound"):
+        controller.run("a").wait(0)  # type: ignore[union-attr]
+    gate.open.set()
+    assert [o.status for o in controller.wait_all(timeout=WAIT)] == [S.STOPPED, S.SUCCEEDED]
+
+
+def test_close_that_runs_out_of_time_says_which_tasks_are_unfinished() -> None:
+    release, entered = threading.Event(), threading.Event()
+
+    def deaf(ctx: Any) -> None:
+        entered.set()
+        release.wait(WAIT)  # never calls checkpoint()
+
+    controller = Controller(max_parallel=2, graceful_stop=WAIT)
+    controller.register("deaf", deaf)
+    controller.submit("deaf", task_id="d")
+    assert entered.wait(WAIT)
+    try:
+        with pytest.raises(TimeoutError) as closing:
+            controller.close(timeout=0.05)
+        message = str(closing.value)
+        assert message.startswith("1 of 1 tasks still unfinished after 0.05s: 'd' (stopping)")
+        assert message.endswith("each was asked to stop, and the controller is closed")
+    finally:
+        release.set()
+    assert controller.wait("d", timeout=WAIT).status is S.SUCCEEDED  # stopping -> succeeded

@@ -45,7 +45,7 @@ from chongming_core import (
 )
 from chongming_runtime._capacity import Capacity, ReadyQueue
 from chongming_runtime._commands import CommandPoller
-from chongming_runtime._controller_controls import ControllerControls
+from chongming_runtime._controller_controls import ControllerControls, still_unfinished
 from chongming_runtime._controller_flow import ControllerFlow
 from chongming_runtime._controller_queries import ControllerQueries
 from chongming_runtime._ids import random_hex12
@@ -531,7 +531,11 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
                     run.stop(reason, actor=self.owner)
                 for run in runs:
                     left = None if deadline is None else max(0.0, deadline - time.monotonic())
-                    outcomes.append(run.wait(left))
+                    try:
+                        outcomes.append(run.wait(left))
+                    except TimeoutError:
+                        then = "each was asked to stop, and the controller is closed"
+                        raise TimeoutError(still_unfinished(list(seen), timeout, then)) from None
                 with self._lock:  # made meanwhile: a node released as its upstream finished
                     runs = [run for run in self._runs.values() if run not in seen]
         finally:

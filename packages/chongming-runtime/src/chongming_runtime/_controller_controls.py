@@ -175,9 +175,15 @@ class ControllerControls(ControllerBase):
         # the latest submitted usually finishes last: waiting for it first means one
         # wake-up for a whole batch instead of one per task
         outcomes = []
-        for run in reversed(self.runs()):
+        runs = self.runs()
+        for run in reversed(runs):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            outcomes.append(run.wait(left))
+            try:
+                outcomes.append(run.wait(left))
+            except TimeoutError:
+                raise TimeoutError(
+                    still_unfinished(runs, timeout, "wait_all() changed nothing")
+                ) from None
         outcomes.reverse()  # in submission order
         return outcomes
 
@@ -228,3 +234,15 @@ class ControllerControls(ControllerBase):
             ).start()
             return "applied: pause requested"
         return "applied" if done else f"ignored: task is {run.status.value}"
+
+
+def still_unfinished(runs: list[TaskRun], timeout: float | None, then: str) -> str:
+    """What a wait for several runs that ran out of time says: how many, which, and `then`
+    (what the call did all the same)."""
+    left = [run for run in runs if not run.done]
+    shown = ", ".join(f"{run.task_id!r} ({run.status.value})" for run in left[:5])
+    more = f" and {len(left) - 5} more" if len(left) > 5 else ""
+    return (
+        f"{len(left)} of {len(runs)} tasks still unfinished after {timeout or 0:g}s: "
+        f"{shown}{more}; {then}"
+    )

@@ -317,9 +317,15 @@ class TaskRun(Supervision):
                 if finished is None and not self._done:
                     finished = self._finished = threading.Event()
             if finished is not None and not finished.wait(timeout):
+                status = self.status
+                hint = (
+                    "its stop was requested; the body has not unwound yet"
+                    if status is _S.STOPPING
+                    else "call stop() to stop it"
+                )
                 raise TimeoutError(
-                    f"task {self._task_id!r} is still {self.status.value} after waiting "
-                    f"{timeout:g}s; wait() changed nothing (call stop() to stop it)"
+                    f"task {self._task_id!r} is still {status.value} after waiting "
+                    f"{timeout:g}s; wait() changed nothing ({hint})"
                 )
         return self.outcome()
 
