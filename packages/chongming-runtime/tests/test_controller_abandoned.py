@@ -17,6 +17,7 @@ import pytest
 
 from chongming_core import ConcurrencyPolicy, FailureKind, FakeClock, InMemoryTaskStore, TaskStatus
 from chongming_runtime import Controller, TaskContext
+from chongming_runtime._attempt import run_in_current_thread
 from run_helpers import st
 
 S = TaskStatus
@@ -148,4 +149,62 @@ def test_a_retry_of_the_lost_task_waits_for_the_abandoned_body_to_return(
     finally:
         for event in bodies.release.values():
             event.set()
+        controller.close(timeout=WAIT)
+
+
+class LateExecutor:
+    """Launches nothing by itself: the test starts each attempt's thread when it wants (a
+    thread slow to start, as under load)."""
+
+    name = "thread"
+    inline = False
+    supports_pause = True
+
+    def __init__(self) -> None:
+        self.attempts: list[Any] = []
+
+    def validate(self, fn: Any, args: Any, kwargs: Any) -> None:
+        return None
+
+    def launch(self, attempt: Any) -> Any:
+        self.attempts.append(attempt)
+        return self
+
+    def force_stop(self, clock: Any) -> bool:
+        return False  # a thread cannot be ended
+
+
+def test_a_body_that_never_began_before_its_graceful_window_passed_is_stopped_not_lost() -> None:
+    clock = FakeClock()
+    late = LateExecutor()
+    ran: list[str] = []
+
+    def body(ctx: TaskContext) -> str:
+        ran.append(ctx.task_id)
+        return "ran"
+
+    controller = Controller(
+        store=InMemoryTaskStore(), clock=clock, graceful_stop=0, max_parallel=1, executor=late
+    )
+    controller.register("job", body)
+    try:
+        first = controller.submit("job")
+        second = controller.submit("job")
+        assert st(first) is S.STARTING  # launched; its thread has not begun
+        controller.stop(first.task_id)
+        clock.advance(0)  # a window of 0 s: over at once
+        outcome = first.wait(WAIT)
+        # its body never ran and never will: stopped, not "abandoned, may still be running"
+        assert outcome.status is S.STOPPED
+        assert outcome.failure is not None
+        assert outcome.failure.kind is FailureKind.CANCELLED
+        run_in_current_thread(late.attempts[0])  # the thread begins at last: refused
+        assert ran == []
+        # the slot was not kept for a body that does not exist
+        assert st(second) is S.STARTING
+        assert controller.active_count == 1
+        run_in_current_thread(late.attempts[1])
+        assert second.wait(WAIT).status is S.SUCCEEDED
+        assert controller.active_count == 0
+    finally:
         controller.close(timeout=WAIT)

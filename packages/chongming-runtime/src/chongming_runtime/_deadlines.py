@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 
 from chongming_core import Failure, FailureKind, RetryPolicy, TaskStatus, TaskTimeout
-from chongming_runtime._attempt import Attempt
+from chongming_runtime._attempt import Attempt, AttemptResult
 from chongming_runtime._run_core import RunCore
 
 __all__ = ["Deadlines"]
@@ -202,31 +202,45 @@ class Deadlines(RunCore):
             if attempt is not self._attempt or attempt.closed:
                 return
             self._close_attempt(attempt)
-            # its body goes on executing: what its slot stands for stays held until it
-            # returns (D54; see `_when_body_returns`)
-            attempt.abandoned = True
-            self._abandoned = []
-            self._leave_suspension("the graceful window passed")
-            if attempt.timeout_kind is not None:
-                why = (
-                    f"{attempt.timeout_message}, and the body did not unwind within the graceful "
-                    f"window of {self._graceful:g}s"
-                )
-            elif self._cancel_reason is not None and self._machine.status is not _S.STOPPING:
-                why = (
-                    f"the body did not unwind within the graceful window of {self._graceful:g}s "
-                    f"after it was cancelled ({self._cancel_reason})"
-                )
+            if not attempt.started and not getattr(self._executor, "begins_out_of_process", 0):
+                # its thread has not begun the body, and now never will (a closed attempt
+                # is refused at its start): a body stopped before it began, not one
+                # abandoned that may still be running
+                retry_now = self._settle(attempt, AttemptResult.cancelled())
             else:
-                requested = f" ({self._stop_reason})" if self._stop_reason else ""
-                why = (
-                    f"the body did not stop within the graceful window of {self._graceful:g}s "
-                    f"after the stop request{requested}"
-                )
-            failure = Failure.of(
-                FailureKind.LOST,
-                f"{why}; its thread was abandoned and may still be running (result unknown)",
-                retryable=True,
-            )
-            self._record(self._machine.mark_lost(failure, actor=self._actor))
+                retry_now = False
+                self._abandon(attempt)
         self._deliver()
+        if retry_now:
+            self._kick()
+
+    def _abandon(self, attempt: Attempt) -> None:
+        """End a body that did not unwind in its graceful window: ``lost``. Call under the
+        lock, with the attempt closed."""
+        # its body goes on executing: what its slot stands for stays held until it
+        # returns (D54; see `_when_body_returns`)
+        attempt.abandoned = True
+        self._abandoned = []
+        self._leave_suspension("the graceful window passed")
+        if attempt.timeout_kind is not None:
+            why = (
+                f"{attempt.timeout_message}, and the body did not unwind within the graceful "
+                f"window of {self._graceful:g}s"
+            )
+        elif self._cancel_reason is not None and self._machine.status is not _S.STOPPING:
+            why = (
+                f"the body did not unwind within the graceful window of {self._graceful:g}s "
+                f"after it was cancelled ({self._cancel_reason})"
+            )
+        else:
+            requested = f" ({self._stop_reason})" if self._stop_reason else ""
+            why = (
+                f"the body did not stop within the graceful window of {self._graceful:g}s "
+                f"after the stop request{requested}"
+            )
+        failure = Failure.of(
+            FailureKind.LOST,
+            f"{why}; its thread was abandoned and may still be running (result unknown)",
+            retryable=True,
+        )
+        self._record(self._machine.mark_lost(failure, actor=self._actor))

@@ -125,6 +125,9 @@ class ProcessExecutor:
     name = "process"
     inline = False
     supports_pause = True
+    #: ``attempt.begin()`` is called once the body already runs in the child (see
+    #: ``Attempt.begin``): an attempt closed before it began may still run for a moment
+    begins_out_of_process = True
 
     def __init__(self, *, kill_after: float = 1.0, forward_interval: float = 0.02) -> None:
         for label, value in (("kill_after", kill_after), ("forward_interval", forward_interval)):
