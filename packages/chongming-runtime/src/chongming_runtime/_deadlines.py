@@ -202,6 +202,7 @@ class Deadlines(RunCore):
             if attempt is not self._attempt or attempt.closed:
                 return
             self._close_attempt(attempt)
+            self._leave_suspension("the graceful window passed")
             if not attempt.started and not getattr(self._executor, "begins_out_of_process", 0):
                 # its thread has not begun the body, and now never will (a closed attempt
                 # is refused at its start): a body stopped before it began, not one
@@ -221,7 +222,6 @@ class Deadlines(RunCore):
         # returns (D54; see `_when_body_returns`)
         attempt.abandoned = True
         self._abandoned = []
-        self._leave_suspension("the graceful window passed")
         if attempt.timeout_kind is not None:
             why = (
                 f"{attempt.timeout_message}, and the body did not unwind within the graceful "
