@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import gc
 import threading
+import weakref
 from collections.abc import Iterator
 from typing import Any
 
@@ -620,3 +622,34 @@ def test_close_waits_while_a_pipeline_is_registered_written_and_timed() -> None:
         )
     assert clock.pending_timers == 0  # no timer armed for a settled node
     assert controller._writer.pending_count == 0  # nothing left that no flush will take
+
+
+def test_a_finished_pipeline_is_not_kept_alive_by_the_controller() -> None:
+    """A long-lived controller running pipelines all day must not hold every one it ran."""
+    controller = Controller(max_parallel=2)
+    controller.register("ok", _ok_task)
+    pipeline = Pipeline("daily")
+    pipeline.node("ok")
+    pipeline.node("ok", depends_on=["ok"])
+    handle = controller.submit_pipeline(pipeline)
+    outcome = handle.wait(10)
+    assert outcome.ok
+    task_ids = list(handle.task_ids.values())
+    gone = weakref.ref(handle)
+    del handle
+    assert controller.prune(keep_terminal=0) == 2  # its nodes leave the controller's memory
+    gc.collect()
+    assert gone() is None
+    assert all(controller.get(t) is None for t in task_ids)
+    # pipelines submitted later are waited for as before
+    later = Pipeline("later")
+    later.node("ok")
+    again = controller.submit_pipeline(later)
+    controller.wait_all(timeout=10)
+    assert again.done
+    assert again.outcome().ok
+    controller.close()
+
+
+def _ok_task(ctx: Any) -> str:
+    return "ok"

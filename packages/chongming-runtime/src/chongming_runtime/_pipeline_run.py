@@ -471,8 +471,21 @@ class PipelineCoordinator:
                 self._guarded(self._release, prun, release_id)
         finally:
             with prun._lock:
-                if all(n.final is not None for n in prun._nodes.values()):  # every node settled
+                settled = all(n.final is not None for n in prun._nodes.values())
+                if settled:  # every node settled
                     prun._done.set()
+            if settled:
+                self._forget(prun)
+
+    def _forget(self, prun: PipelineRun) -> None:
+        """Let go of a pipeline whose every node settled: its handle keeps its outcome, its
+        nodes are in the store, and a long-lived controller must not hold every pipeline it
+        ever ran (nor walk them on every lease renewal and stop_all())."""
+        with self._lock:
+            self._pipelines.pop(prun.pipeline_id, None)
+            for node in prun._nodes.values():
+                if self._by_task.get(node.task_id, (None,))[0] is prun:
+                    del self._by_task[node.task_id]
 
     @staticmethod
     def _guarded(action: Callable[..., object], *args: Any) -> None:
