@@ -136,6 +136,9 @@ def test_a_conflict_leaves_the_other_writers_truth_alone() -> None:
     assert "ConcurrencyConflict" in writer.failures[-1].error
     writer.record(machine.snapshot, durable=True)  # ignored from now on
     assert store.get("t1") == stored
+    writer.forget("t1")  # pruned: the writer keeps nothing of it, not even the divergence
+    assert writer.flush()
+    assert not writer.diverged("t1")
     writer.close()
 
 

@@ -336,10 +336,13 @@ class StoreWriter:
             if write.on_durable is not None:
                 callbacks.append(write.on_durable)
                 write.on_durable = None
-            if isinstance(write, _Forget):  # pruned
+            if isinstance(write, _Forget):  # pruned: nothing of it is kept
                 pending.pop(task_id, None)
                 self._stored_version.pop(task_id, None)
                 finished.discard(task_id)
+                self._poisoned.discard(task_id)
+                with self._lock:
+                    diverged.discard(task_id)
                 continue
             if write.snapshot.status.is_terminal:
                 finished.add(task_id)
