@@ -7,7 +7,9 @@ messages, so a slow store makes the numbers older, never the keys slower.
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import signal
 from collections import deque
 from typing import Any, ClassVar
 
@@ -60,6 +62,9 @@ class DashboardApp(App[int]):
     TITLE = "chongming"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "quit"),
+        # Textual only hints at ctrl+q; an operator's Ctrl-C ends the console (a text box
+        # with a selection still copies it: its own binding comes first)
+        Binding("ctrl+c", "quit", "quit", show=False),
         Binding("l", "toggle_live", "live"),
         Binding("g", "refresh_now", "refresh"),
         Binding("f5", "refresh_now", "refresh", show=False),
@@ -126,6 +131,24 @@ class DashboardApp(App[int]):
         self.set_interval(1.0, self._show_header)
         self._show_header()
         self.request_refresh()
+        self._on_sigterm(install=True)
+
+    def on_unmount(self) -> None:
+        """Give SIGTERM back its default action."""
+        self._on_sigterm(install=False)
+
+    def _on_sigterm(self, *, install: bool) -> None:
+        """SIGTERM (``kill``, a service manager) quits like ``q``: by default it would end the
+        process at once and leave the terminal in the alternate screen with mouse reporting on.
+        Only where the loop can take signals (the main thread, not Windows)."""
+        try:
+            loop = asyncio.get_running_loop()
+            if install:
+                loop.add_signal_handler(signal.SIGTERM, self.exit)
+            else:
+                loop.remove_signal_handler(signal.SIGTERM)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
 
     # ------------------------------------------------------------------ refresh
     def set_filter(self, task_filter: TaskFilter) -> None:
