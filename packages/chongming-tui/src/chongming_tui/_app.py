@@ -1,8 +1,11 @@
 """`DashboardApp`: composes the screens and runs the refresh and the controls off the UI thread.
 
-Every store call happens in a Textual worker thread: the refresh (`fetch`),
+Every store call happens in a daemon thread of its own: the refresh (`fetch`),
 each stop/pause/resume and the reconcile dry run. Their results come back as
-messages, so a slow store makes the numbers older, never the keys slower.
+messages, so a slow store makes the numbers older, never the keys slower, and
+quitting never waits for a store that stopped answering (Textual's thread
+workers are joined when the app ends: a hung PostgreSQL server held `q` and
+Ctrl-C until its query returned).
 """
 
 from __future__ import annotations
@@ -10,7 +13,9 @@ from __future__ import annotations
 import asyncio
 import functools
 import signal
+import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from textual.app import App
@@ -174,7 +179,20 @@ class DashboardApp(App[int]):
             None if detail is None else detail.task_id,
             tuple(self.pending),
         )
-        self.run_worker(job, thread=True, group="refresh", exit_on_error=False)
+        self._in_background(job, "refresh")
+
+    def _in_background(self, job: Callable[[], None], what: str) -> None:
+        """Run `job` (store calls that post their result) in a daemon thread; a result that
+        arrives after the app closed is dropped."""
+
+        def run() -> None:
+            try:
+                job()
+            except RuntimeError:  # posting to an app (and a loop) that closed meanwhile
+                if self.is_running:
+                    raise
+
+        threading.Thread(target=run, name=f"chongming-dashboard-{what}", daemon=True).start()
 
     def _fetch(
         self,
@@ -326,7 +344,7 @@ class DashboardApp(App[int]):
         self.push_screen(ReconcileScreen())
 
     def run_reconcile(self, screen: ReconcileScreen) -> None:
-        """Run ``reconcile(dry_run=True)`` in a worker and show it on `screen`."""
+        """Run ``reconcile(dry_run=True)`` off the UI thread and show it on `screen`."""
 
         def job() -> None:
             try:
@@ -336,7 +354,7 @@ class DashboardApp(App[int]):
             else:
                 self.call_from_thread(screen.show, report, self.clock.now())
 
-        self.run_worker(job, thread=True, group="reconcile", exit_on_error=False)
+        self._in_background(job, "reconcile")
 
     # ------------------------------------------------------------------ controls
     def _target(self) -> str | None:
@@ -399,7 +417,7 @@ class DashboardApp(App[int]):
     def _control(self, action: str, task_id: str, reason: str | None) -> None:
         self.say(f"{action} of {task_id}: sending…", "dim")
         job = functools.partial(self._control_in_thread, action, task_id, reason)
-        self.run_worker(job, thread=True, group="control", exit_on_error=False)
+        self._in_background(job, "control")
 
     def _control_in_thread(self, action: str, task_id: str, reason: str | None) -> None:
         controller = self.controller
