@@ -24,9 +24,10 @@ from textual.screen import Screen
 from textual.timer import Timer
 
 from chongming_core import Clock, TaskSnapshot
-from chongming_runtime import Controller, describe_buckets
+from chongming_runtime import Controller, describe_buckets, printable
 from chongming_tui._data import PendingAction, Refresh, fetch
 from chongming_tui._filters import TaskFilter
+from chongming_tui._format import assess, format_age
 from chongming_tui._messages import ActionDone, Refreshed, RefreshFailed
 from chongming_tui.components.detail import TaskDetailScreen
 from chongming_tui.components.header import DashboardHeader, header_text
@@ -416,13 +417,25 @@ class DashboardApp(App[int]):
 
     def _control(self, action: str, task_id: str, reason: str | None) -> None:
         self.say(f"{action} of {task_id}: sending…", "dim")
-        job = functools.partial(self._control_in_thread, action, task_id, reason)
+        elsewhere = "command sent to its holder"
+        known, latest = self._known(task_id), self.latest
+        if known is not None and latest is not None and latest.now is not None:
+            health = assess(known, latest.now, self.idle_threshold)
+            if health.lease_expired and health.lease_left is not None:
+                elsewhere = (
+                    f"command sent, but its holder {printable(repr(known.lease_owner or '-'))} "
+                    f"stopped renewing its lease {format_age(-health.lease_left)} ago: it may "
+                    "never be applied"
+                )
+        job = functools.partial(self._control_in_thread, action, task_id, reason, elsewhere)
         self._in_background(job, "control")
 
-    def _control_in_thread(self, action: str, task_id: str, reason: str | None) -> None:
+    def _control_in_thread(
+        self, action: str, task_id: str, reason: str | None, elsewhere: str
+    ) -> None:
         controller = self.controller
         here = controller.run(task_id) is not None
-        where = "this process holds it" if here else "command sent to its holder"
+        where = "this process holds it" if here else elsewhere
         try:
             if action == "stop":
                 sent = controller.stop(task_id, reason=reason)
