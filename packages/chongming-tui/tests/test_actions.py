@@ -175,3 +175,21 @@ def test_the_reconcile_view_is_a_dry_run(
         assert app.screen is app.overview
 
     drive(app, scenario)
+
+
+def test_a_control_of_a_task_whose_holder_stopped_renewing_does_not_promise_delivery(
+    console: Controller, store: SqliteTaskStore, make_app: Callable[..., DashboardApp]
+) -> None:
+    app = make_app(console)  # etl-002's holder 'worker-3' let its lease expire 15 s ago
+
+    async def scenario(pilot: Pilot[int]) -> None:
+        _select(app, "etl-002")
+        await pilot.press("p")
+        await wait_for(pilot, lambda: "pause of etl-002 requested" in app.last_said[0], "result")
+        assert app.last_said[0] == (
+            "pause of etl-002 requested (command sent, but its holder 'worker-3' stopped "
+            "renewing its lease 15.0s ago: it may never be applied), not confirmed"
+        )
+        assert [c.action for c in store.commands(task_id="etl-002")] == ["pause"]
+
+    drive(app, scenario)

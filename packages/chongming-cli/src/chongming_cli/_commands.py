@@ -7,6 +7,7 @@ import importlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, TextIO
 
 from chongming_cli._exit import EXIT_OK, CliError
@@ -16,12 +17,13 @@ from chongming_cli._output import (
     Palette,
     format_snapshot,
     history_rows,
+    lease_expired_for,
     render_rows,
     write_json,
 )
 from chongming_cli._session import NodeOptions, open_controller
 from chongming_core import TaskSnapshot, TaskStatus
-from chongming_runtime import Controller, RegisteredTask, render_table
+from chongming_runtime import Controller, RegisteredTask, format_elapsed, printable, render_table
 
 __all__ = ["COMMANDS", "Console"]
 
@@ -136,10 +138,20 @@ def cmd_ps(args: argparse.Namespace, node: NodeOptions, console: Console) -> int
             bucket=args.bucket,
             limit=args.limit,
         )
+        now = controller.clock.now()
     if args.json:
         write_json(console.out, [s.to_dict() for s in found])
-    else:
-        console.say(render_table(found))
+        return EXIT_OK
+    console.say(render_table(found, now=now))
+    unrenewed = [s.task_id for s in found if lease_expired_for(s, now) is not None]
+    if unrenewed:
+        shown = ", ".join(printable(t) for t in unrenewed[:10])
+        more = f" and {len(unrenewed) - 10} more" if len(unrenewed) > 10 else ""
+        console.note(
+            f"warning: {len(unrenewed)} unfinished task(s) with an expired lease (nobody renews "
+            f"them, their process may be gone): {shown}{more}; see: chongming-task reconcile "
+            "--dry-run"
+        )
     return EXIT_OK
 
 
@@ -207,8 +219,22 @@ def _check_unfinished(snapshot: TaskSnapshot, action: str) -> None:
         )
 
 
-def _holder(snapshot: TaskSnapshot) -> str:
-    return f"its holder {snapshot.lease_owner!r}" if snapshot.lease_owner else "its holder"
+def _holder(snapshot: TaskSnapshot, now: datetime, applies: str) -> str:
+    """Who applies a command, and when: `applies` (e.g. "applies it at its next poll") when
+    the holder renews its lease; said plainly when it stopped renewing it."""
+    holder = (
+        f"its holder {printable(repr(snapshot.lease_owner))}"
+        if snapshot.lease_owner
+        else "its holder"
+    )
+    gone = lease_expired_for(snapshot, now)
+    if gone is None:
+        return f"{holder} {applies}"
+    return (
+        f"{holder} stopped renewing its lease {format_elapsed(gone)} ago, so it may never be "
+        "applied (if that process is gone, mark a task that held a slot lost with: "
+        "chongming-task reconcile)"
+    )
 
 
 def cmd_stop(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
@@ -216,13 +242,14 @@ def cmd_stop(args: argparse.Namespace, node: NodeOptions, console: Console) -> i
     with open_controller(node) as controller:
         snapshot = _existing(controller, args.task_id, node)
         _check_unfinished(snapshot, "stop")
+        now = controller.clock.now()
         if not controller.stop(args.task_id, reason=args.reason):
             latest = _existing(controller, args.task_id, node)
             _check_unfinished(latest, "stop")
             raise CliError(f"the stop of task {args.task_id!r} was not accepted; retry it")
     console.say(
         f"stop requested for task {args.task_id!r}: a command was written to the store and "
-        f"{_holder(snapshot)} applies it at its next poll; follow it with: "
+        f"{_holder(snapshot, now, 'applies it at its next poll')}; follow it with: "
         f"chongming-task status {args.task_id}"
     )
     return EXIT_OK
@@ -233,14 +260,16 @@ def cmd_pause(args: argparse.Namespace, node: NodeOptions, console: Console) -> 
     with open_controller(node) as controller:
         snapshot = _existing(controller, args.task_id, node)
         _check_unfinished(snapshot, "pause")
+        now = controller.clock.now()
         confirmed = controller.pause(args.task_id)
     if confirmed:
         console.say(f"task {args.task_id!r} is paused")
     else:
+        holder = _holder(snapshot, now, "pauses it at its next checkpoint")
         console.say(
             f"pause requested for task {args.task_id!r} but not confirmed: across processes "
-            f"there is no receipt, and {_holder(snapshot)} pauses it at its next checkpoint; "
-            f"check it with: chongming-task status {args.task_id}"
+            f"there is no receipt, and {holder}; check it with: chongming-task status "
+            f"{args.task_id}"
         )
     return EXIT_OK
 
@@ -250,6 +279,7 @@ def cmd_resume(args: argparse.Namespace, node: NodeOptions, console: Console) ->
     with open_controller(node) as controller:
         snapshot = _existing(controller, args.task_id, node)
         _check_unfinished(snapshot, "resume")
+        now = controller.clock.now()
         if not controller.resume(args.task_id):
             latest = _existing(controller, args.task_id, node)
             raise CliError(
@@ -257,8 +287,9 @@ def cmd_resume(args: argparse.Namespace, node: NodeOptions, console: Console) ->
                 "nothing to resume"
             )
     console.say(
-        f"resume requested for task {args.task_id!r}: {_holder(snapshot)} applies it at its "
-        f"next poll; check it with: chongming-task status {args.task_id}"
+        f"resume requested for task {args.task_id!r}: "
+        f"{_holder(snapshot, now, 'applies it at its next poll')}; check it with: "
+        f"chongming-task status {args.task_id}"
     )
     return EXIT_OK
 

@@ -21,6 +21,7 @@ __all__ = [
     "format_snapshot",
     "format_time",
     "format_value",
+    "lease_expired_for",
     "render_rows",
     "write_json",
 ]
@@ -123,7 +124,7 @@ def format_snapshot(
         ("tags", p(", ".join(sorted(snapshot.tags))) or "-"),
         ("priority", str(snapshot.priority)),
         ("bucket", p(_bucket_text(snapshot))),
-        ("owner", p(snapshot.lease_owner or "-")),
+        ("owner", p(snapshot.lease_owner or "-") + _lease_text(snapshot, moment, palette)),
         ("created", format_time(snapshot.created_at)),
         ("started", format_time(snapshot.started_at)),
         ("finished", format_time(snapshot.finished_at)),
@@ -133,6 +134,30 @@ def format_snapshot(
     if snapshot.status is TaskStatus.SUCCEEDED:
         pairs.append(("value", p(format_value(snapshot.outcome))))
     return _block(pairs)
+
+
+def lease_expired_for(snapshot: TaskSnapshot, now: datetime) -> float | None:
+    """Seconds since the lease of an unfinished task ended: nobody renews it, its holder
+    may be gone (None: finished, never leased, or still renewed). `reconcile` judges it."""
+    if snapshot.is_terminal or snapshot.lease_until is None:
+        return None
+    gone = (now - snapshot.lease_until).total_seconds()
+    return gone if gone > 0 else None
+
+
+def _lease_text(snapshot: TaskSnapshot, now: datetime, palette: Palette | None) -> str:
+    """`` (lease expires in 25.0s)`` for an unfinished task, a warning once it expired."""
+    if snapshot.is_terminal or snapshot.lease_until is None:
+        return ""
+    gone = lease_expired_for(snapshot, now)
+    if gone is None:
+        left = (snapshot.lease_until - now).total_seconds()
+        return f" (lease expires in {format_elapsed(left)})"
+    warning = (
+        f"lease EXPIRED {format_elapsed(gone)} ago: nobody renews it, its process may be "
+        "gone; see: chongming-task reconcile --dry-run"
+    )
+    return f" ({palette.paint(warning, 'yellow') if palette else warning})"
 
 
 def _progress_text(snapshot: TaskSnapshot) -> str:

@@ -1,14 +1,21 @@
 """`DashboardApp`: composes the screens and runs the refresh and the controls off the UI thread.
 
-Every store call happens in a Textual worker thread: the refresh (`fetch`),
+Every store call happens in a daemon thread of its own: the refresh (`fetch`),
 each stop/pause/resume and the reconcile dry run. Their results come back as
-messages, so a slow store makes the numbers older, never the keys slower.
+messages, so a slow store makes the numbers older, never the keys slower, and
+quitting never waits for a store that stopped answering (Textual's thread
+workers are joined when the app ends: a hung PostgreSQL server held `q` and
+Ctrl-C until its query returned).
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
+import signal
+import threading
 from collections import deque
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from textual.app import App
@@ -17,9 +24,10 @@ from textual.screen import Screen
 from textual.timer import Timer
 
 from chongming_core import Clock, TaskSnapshot
-from chongming_runtime import Controller, describe_buckets
+from chongming_runtime import Controller, describe_buckets, printable
 from chongming_tui._data import PendingAction, Refresh, fetch
 from chongming_tui._filters import TaskFilter
+from chongming_tui._format import assess, format_age
 from chongming_tui._messages import ActionDone, Refreshed, RefreshFailed
 from chongming_tui.components.detail import TaskDetailScreen
 from chongming_tui.components.header import DashboardHeader, header_text
@@ -60,6 +68,9 @@ class DashboardApp(App[int]):
     TITLE = "chongming"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "quit"),
+        # Textual only hints at ctrl+q; an operator's Ctrl-C ends the console (a text box
+        # with a selection still copies it: its own binding comes first)
+        Binding("ctrl+c", "quit", "quit", show=False),
         Binding("l", "toggle_live", "live"),
         Binding("g", "refresh_now", "refresh"),
         Binding("f5", "refresh_now", "refresh", show=False),
@@ -126,6 +137,24 @@ class DashboardApp(App[int]):
         self.set_interval(1.0, self._show_header)
         self._show_header()
         self.request_refresh()
+        self._on_sigterm(install=True)
+
+    def on_unmount(self) -> None:
+        """Give SIGTERM back its default action."""
+        self._on_sigterm(install=False)
+
+    def _on_sigterm(self, *, install: bool) -> None:
+        """SIGTERM (``kill``, a service manager) quits like ``q``: by default it would end the
+        process at once and leave the terminal in the alternate screen with mouse reporting on.
+        Only where the loop can take signals (the main thread, not Windows)."""
+        try:
+            loop = asyncio.get_running_loop()
+            if install:
+                loop.add_signal_handler(signal.SIGTERM, self.exit)
+            else:
+                loop.remove_signal_handler(signal.SIGTERM)
+        except (NotImplementedError, RuntimeError, ValueError):
+            pass
 
     # ------------------------------------------------------------------ refresh
     def set_filter(self, task_filter: TaskFilter) -> None:
@@ -151,7 +180,20 @@ class DashboardApp(App[int]):
             None if detail is None else detail.task_id,
             tuple(self.pending),
         )
-        self.run_worker(job, thread=True, group="refresh", exit_on_error=False)
+        self._in_background(job, "refresh")
+
+    def _in_background(self, job: Callable[[], None], what: str) -> None:
+        """Run `job` (store calls that post their result) in a daemon thread; a result that
+        arrives after the app closed is dropped."""
+
+        def run() -> None:
+            try:
+                job()
+            except RuntimeError:  # posting to an app (and a loop) that closed meanwhile
+                if self.is_running:
+                    raise
+
+        threading.Thread(target=run, name=f"chongming-dashboard-{what}", daemon=True).start()
 
     def _fetch(
         self,
@@ -303,7 +345,7 @@ class DashboardApp(App[int]):
         self.push_screen(ReconcileScreen())
 
     def run_reconcile(self, screen: ReconcileScreen) -> None:
-        """Run ``reconcile(dry_run=True)`` in a worker and show it on `screen`."""
+        """Run ``reconcile(dry_run=True)`` off the UI thread and show it on `screen`."""
 
         def job() -> None:
             try:
@@ -313,7 +355,7 @@ class DashboardApp(App[int]):
             else:
                 self.call_from_thread(screen.show, report, self.clock.now())
 
-        self.run_worker(job, thread=True, group="reconcile", exit_on_error=False)
+        self._in_background(job, "reconcile")
 
     # ------------------------------------------------------------------ controls
     def _target(self) -> str | None:
@@ -375,13 +417,25 @@ class DashboardApp(App[int]):
 
     def _control(self, action: str, task_id: str, reason: str | None) -> None:
         self.say(f"{action} of {task_id}: sending…", "dim")
-        job = functools.partial(self._control_in_thread, action, task_id, reason)
-        self.run_worker(job, thread=True, group="control", exit_on_error=False)
+        elsewhere = "command sent to its holder"
+        known, latest = self._known(task_id), self.latest
+        if known is not None and latest is not None and latest.now is not None:
+            health = assess(known, latest.now, self.idle_threshold)
+            if health.lease_expired and health.lease_left is not None:
+                elsewhere = (
+                    f"command sent, but its holder {printable(repr(known.lease_owner or '-'))} "
+                    f"stopped renewing its lease {format_age(-health.lease_left)} ago: it may "
+                    "never be applied"
+                )
+        job = functools.partial(self._control_in_thread, action, task_id, reason, elsewhere)
+        self._in_background(job, "control")
 
-    def _control_in_thread(self, action: str, task_id: str, reason: str | None) -> None:
+    def _control_in_thread(
+        self, action: str, task_id: str, reason: str | None, elsewhere: str
+    ) -> None:
         controller = self.controller
         here = controller.run(task_id) is not None
-        where = "this process holds it" if here else "command sent to its holder"
+        where = "this process holds it" if here else elsewhere
         try:
             if action == "stop":
                 sent = controller.stop(task_id, reason=reason)

@@ -206,8 +206,9 @@ class TaskDetailScreen(Screen[None]):
         pending: PendingAction | None,
     ) -> None:
         """Apply the latest snapshot and history (new transitions are appended)."""
-        if not self.query("#history"):
-            return  # not composed yet (on_mount shows the latest data) or being torn down
+        tables = self.query("#history")
+        if not tables or not tables.first(DataTable).columns:
+            return  # not mounted yet (on_mount shows the latest data) or being torn down
         title = self.query_one("#detail-title", Static)
         fields = self.query_one("#detail-fields", Static)
         if snapshot is None:

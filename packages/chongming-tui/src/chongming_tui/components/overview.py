@@ -70,13 +70,14 @@ class OverviewScreen(Screen[None]):
     def show(self, refresh: Refresh) -> None:
         """Apply a refresh: the rows in the view's order, the filter summary."""
         assert refresh.now is not None
-        if not self.query(TaskTable):
-            return  # not composed yet (on_mount shows the latest data) or being torn down
+        tables = self.query(TaskTable)
+        if not tables or not tables.first().columns:
+            return  # not mounted yet (on_mount shows the latest data) or being torn down
         task_filter = refresh.task_filter
         rows = list(refresh.tasks)
         if task_filter.sort != "created":
             rows.sort(key=sort_key(task_filter.sort, refresh.now), reverse=task_filter.sort_reverse)
-        table = self.query_one(TaskTable)
+        table = tables.first()
         table.mark_sort(task_filter.sort, task_filter.sort_reverse)
         table.apply(rows, refresh.now)
         self.query_one(FilterBar).show(task_filter, len(rows))

@@ -1,0 +1,102 @@
+"""A task whose holder stopped renewing its lease is never shown as happily supervised.
+
+The tasks are written straight into the store, as a worker elsewhere left them: one
+whose holder renews its lease (it ends tomorrow), one whose holder died long ago.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from chongming_cli import EXIT_OK, main
+from chongming_core import FakeClock, StateMachine
+from chongming_store_sqlite import SqliteTaskStore
+
+LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def _clean_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    for var in ("CHONGMING_DB", "CHONGMING_DSN", "CHONGMING_OWNED_BUCKETS", "CHONGMING_OWNER"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.chdir(tmp_path)
+
+
+def _running(task_id: str, owner: str, *, paused: bool) -> StateMachine:
+    m = StateMachine.create(task_id, "worker", clock=FakeClock())
+    m.mark_queued(actor=owner)
+    m.mark_starting(executor="thread", actor=owner)
+    m.mark_running(actor=owner)
+    if paused:
+        m.mark_pausing(actor="ops (command)")
+        m.mark_paused(actor=owner)
+    return m
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> str:
+    path = tmp_path / "tasks.db"
+    tomorrow = datetime.now(UTC) + timedelta(days=1)
+    with SqliteTaskStore(path) as store:
+        for task_id, owner, until, paused in (
+            ("alive", "node-a", tomorrow, False),
+            ("orphan", "node-k", LONG_AGO, False),
+            ("orphan-paused", "node-k", LONG_AGO, True),
+        ):
+            m = _running(task_id, owner, paused=paused)
+            store.create(
+                m.snapshot.evolve(lease_owner=owner, lease_until=until, paused_in_place=paused),
+                m.transitions,
+            )
+    return str(path)
+
+
+def test_status_says_the_lease_expired(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", db, "status", "orphan"]) == EXIT_OK
+    owner = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("owner"))
+    assert "node-k (lease EXPIRED " in owner
+    assert "nobody renews it" in owner
+    assert "chongming-task reconcile --dry-run" in owner
+    assert main(["--db", db, "status", "alive"]) == EXIT_OK
+    owner = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("owner"))
+    assert "node-a (lease expires in " in owner
+    assert "EXPIRED" not in owner
+
+
+def test_ps_warns_of_tasks_nobody_renews(db: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--db", db, "ps"]) == EXIT_OK
+    captured = capsys.readouterr()
+    assert "orphan" in captured.out
+    warning = captured.err.strip()
+    assert warning.startswith("warning: 2 unfinished task(s) with an expired lease")
+    assert "orphan, orphan-paused" in warning
+    assert "alive" not in warning
+    assert main(["--db", db, "ps", "--status", "running", "--json"]) == EXIT_OK
+    assert capsys.readouterr().err == ""  # the JSON document carries lease_until itself
+
+
+@pytest.mark.parametrize(
+    ("argv", "task_id"),
+    [(["stop", "orphan", "--reason", "x"], "orphan"), (["pause", "orphan"], "orphan"),
+     (["resume", "orphan-paused"], "orphan-paused")],
+)  # fmt: skip
+def test_a_control_of_an_orphan_does_not_promise_delivery(
+    db: str, argv: list[str], task_id: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--db", db, *argv]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "its holder 'node-k' stopped renewing its lease" in out
+    assert "so it may never be applied" in out
+    assert "at its next" not in out
+    assert f"chongming-task status {task_id}" in out
+
+
+def test_a_control_of_a_renewed_task_names_its_holder(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--db", db, "stop", "alive"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "its holder 'node-a' applies it at its next poll" in out
