@@ -50,3 +50,15 @@ def test_run_exit_codes_follow_the_outcome(capsys: pytest.CaptureFixture[str]) -
     assert "ConnectionError: upstream unavailable" in capsys.readouterr().out
     assert main(["--db", "t.db", "--owned-buckets", "0", "run", "fail", *tasks]) == EXIT_FAILED
     assert "bucket_key is required" in capsys.readouterr().err
+
+
+def test_ps_limit_lists_the_most_recent_tasks_in_order(capsys: pytest.CaptureFixture[str]) -> None:
+    tasks = ["--tasks", "chongming_cli.demo_tasks"]
+    for number in range(4):
+        assert main(["--db", "t.db", "run", "transform", *tasks, "--task-id", f"t{number}"]) == 0
+    capsys.readouterr()
+    assert main(["--db", "t.db", "ps", "--limit", "2", "--json"]) == EXIT_OK
+    listed = [task["task_id"] for task in json.loads(capsys.readouterr().out)]
+    assert listed == ["t2", "t3"]  # not the first two ever made
+    assert main(["--db", "t.db", "ps", "--json"]) == EXIT_OK
+    assert [t["task_id"] for t in json.loads(capsys.readouterr().out)] == ["t0", "t1", "t2", "t3"]

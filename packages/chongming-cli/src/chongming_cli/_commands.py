@@ -137,7 +137,11 @@ def cmd_ps(args: argparse.Namespace, node: NodeOptions, console: Console) -> int
             tag=args.tag,
             bucket=args.bucket,
             limit=args.limit,
+            # the most recent ones (the first ones ever made say little), listed in order
+            newest_first=args.limit is not None,
         )
+        if args.limit is not None:
+            found.reverse()
         now = controller.clock.now()
     if args.json:
         write_json(console.out, [s.to_dict() for s in found])

@@ -219,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     ps.add_argument("--name-prefix", metavar="PREFIX", help="registered names starting with this")
     ps.add_argument("--tag", help="only tasks with this tag")
     ps.add_argument("--bucket", type=_non_negative, help="only tasks in this bucket")
-    ps.add_argument("--limit", type=_positive, help="at most this many tasks")
+    ps.add_argument("--limit", type=_positive, help="only the N most recent tasks")
     _json_option(ps)
 
     for name, text in (
