@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from chongming_cli import EXIT_OK, main
-from chongming_core import FakeClock, StateMachine
+from chongming_core import Failure, FailureKind, FakeClock, StateMachine
 from chongming_store_sqlite import SqliteTaskStore
 
 LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
@@ -100,3 +100,31 @@ def test_a_control_of_a_renewed_task_names_its_holder(
     assert main(["--db", db, "stop", "alive"]) == EXIT_OK
     out = capsys.readouterr().out
     assert "its holder 'node-a' applies it at its next poll" in out
+
+
+def test_status_shows_the_last_heartbeat_and_the_next_retry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "beats.db"
+    clock = FakeClock(datetime.now(UTC) - timedelta(seconds=90))
+    moving = StateMachine.create("moving", "worker", clock=clock)
+    moving.mark_queued()
+    moving.mark_starting(executor="thread")
+    moving.mark_running(heartbeat_at=clock.now())
+    waiting = StateMachine.create("waiting", "worker", clock=clock, max_attempts=2)
+    waiting.mark_queued()
+    waiting.mark_starting(executor="thread")
+    waiting.mark_running()
+    later = datetime.now(UTC) + timedelta(minutes=5)
+    waiting.mark_retry_wait(Failure.of(FailureKind.EXCEPTION, "boom"), retry_at=later)
+    with SqliteTaskStore(path) as store:
+        store.create(moving.snapshot, moving.transitions)
+        store.create(waiting.snapshot, waiting.transitions)
+    assert main(["--db", str(path), "status", "moving"]) == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    beat = next(line for line in lines if line.startswith("heartbeat"))
+    assert "(1m3" in beat  # ~90 s ago: a body that stopped moving shows it
+    assert beat.endswith(" ago)")
+    assert main(["--db", str(path), "status", "waiting"]) == EXIT_OK
+    retry = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("retry"))
+    assert "(in 4m5" in retry

@@ -120,6 +120,7 @@ def format_snapshot(
         ("status", status + (" (in place)" if snapshot.paused_in_place else "")),
         ("attempt", f"{snapshot.attempt}/{snapshot.max_attempts}"),
         ("elapsed", format_elapsed(snapshot.elapsed(moment))),
+        *_liveness(snapshot, moment),
         ("progress", p(_progress_text(snapshot))),
         ("tags", p(", ".join(sorted(snapshot.tags))) or "-"),
         ("priority", str(snapshot.priority)),
@@ -134,6 +135,24 @@ def format_snapshot(
     if snapshot.status is TaskStatus.SUCCEEDED:
         pairs.append(("value", p(format_value(snapshot.outcome))))
     return _block(pairs)
+
+
+def _liveness(snapshot: TaskSnapshot, now: datetime) -> list[tuple[str, str]]:
+    """For an unfinished task: when its body last beat (is it moving?) and, waiting to
+    retry, when the next attempt is due."""
+    if snapshot.is_terminal:
+        return []
+    pairs: list[tuple[str, str]] = []
+    beat = snapshot.last_heartbeat_at
+    if beat is not None:
+        ago = max(0.0, (now - beat).total_seconds())
+        pairs.append(("heartbeat", f"{format_time(beat)} ({format_elapsed(ago)} ago)"))
+    due = snapshot.retry_at
+    if snapshot.status is TaskStatus.RETRY_WAIT and due is not None:
+        left = (due - now).total_seconds()
+        when = f"in {format_elapsed(left)}" if left > 0 else "due now"
+        pairs.append(("retry at", f"{format_time(due)} ({when})"))
+    return pairs
 
 
 def lease_expired_for(snapshot: TaskSnapshot, now: datetime) -> float | None:
