@@ -6,6 +6,7 @@ whose holder renews its lease (it ends tomorrow), one whose holder died long ago
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -128,3 +129,14 @@ def test_status_shows_the_last_heartbeat_and_the_next_retry(
     assert main(["--db", str(path), "status", "waiting"]) == EXIT_OK
     retry = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("retry"))
     assert "(in 4m5" in retry
+
+
+def test_reconcile_says_the_listed_status_is_the_one_before(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--db", db, "reconcile"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "marked 2 lost" in out
+    assert "marked lost (the status each had before):" in out  # the rows below say running
+    assert main(["--db", db, "status", "orphan"]) == EXIT_OK
+    assert re.search(r"^status: +lost$", capsys.readouterr().out, re.MULTILINE)

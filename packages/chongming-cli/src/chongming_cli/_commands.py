@@ -320,7 +320,7 @@ def cmd_reconcile(args: argparse.Namespace, node: NodeOptions, console: Console)
         f"{len(report.adoptable)} adoptable, {len(report.skipped)} skipped"
     )
     for title, group in (
-        (f"lost — supervisor gone, {verb} lost:", report.lost),
+        (f"lost — supervisor gone, {verb} lost (the status each had before):", report.lost),
         ("adoptable — unsupervised and not started; resubmit them:", report.adoptable),
         ("skipped — their supervisor wrote first:", report.skipped),
     ):
