@@ -141,3 +141,27 @@ def test_a_supervisor_that_writes_first_wins() -> None:
     assert [s.task_id for s in report.skipped] == ["r"]
     assert report.lost == ()
     assert store.get("r").status is S.SUCCEEDED  # type: ignore[union-attr]
+
+
+def test_a_lost_attempt_ends_when_its_lease_expired_not_when_it_was_noticed() -> None:
+    clock = FakeClock()
+    store = InMemoryTaskStore()
+    started = clock.now()
+    _put(store, clock, "r", RUNNING, lease_seconds=30)  # its holder died; the lease ran out
+    clock.advance(2 * 3600)  # noticed two hours later
+    reconcile_store(store, actor="worker-2", clock=clock, buckets=None)
+    stored = store.get("r")
+    assert stored is not None
+    assert stored.status is S.LOST
+    assert stored.finished_at == clock.now()  # when it was declared lost
+    last = stored.attempts[-1]
+    assert last.started_at == started
+    assert last.ended_at == started + timedelta(seconds=30)
+    assert stored.elapsed(clock.now()) == 30.0  # not 2 h: nobody vouched for it after that
+    # a task never leased (written by hand) ends when it was declared lost, as before
+    _put(store, clock, "bare", RUNNING, lease_seconds=None)
+    clock.advance(60)
+    reconcile_store(store, actor="worker-2", clock=clock, buckets=None)
+    bare = store.get("bare")
+    assert bare is not None
+    assert bare.elapsed(clock.now()) == 60.0

@@ -18,6 +18,7 @@ Nothing is re-executed: the store holds states, not recipes.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
@@ -129,7 +130,7 @@ def reconcile_store(
             machine.mark_lost(failure, actor=actor, reason="reconcile: lease expired")
         try:
             store.save(
-                machine.snapshot,
+                _ended_by_lease(machine.snapshot, snapshot.lease_until),
                 expect_version=snapshot.status_version,
                 transitions=machine.transitions,
             )
@@ -138,3 +139,19 @@ def reconcile_store(
             continue
         lost.append(snapshot)
     return ReconcileReport(tuple(lost), tuple(adoptable), tuple(skipped), dry_run)
+
+
+def _ended_by_lease(lost: TaskSnapshot, lease_until: datetime | None) -> TaskSnapshot:
+    """`lost` with its last attempt ended when its lease expired, not when it was noticed:
+    the supervisor vouched for the body until then, and nobody knows anything after it. A
+    task noticed hours after its process died ran seconds, not hours (D58)."""
+    attempts = lost.attempts
+    if lease_until is None or not attempts:
+        return lost
+    last = attempts[-1]
+    if last.ended_at is None or last.ended_at <= lease_until:
+        return lost
+    if last.started_at is not None and lease_until < last.started_at:
+        return lost  # a lease older than the attempt (written by hand): it says nothing
+    ended = dataclasses.replace(last, ended_at=lease_until)
+    return lost.evolve(attempts=(*attempts[:-1], ended))
