@@ -361,3 +361,19 @@ def test_new_transition_is_the_frozen_dataclass_built_directly() -> None:
     assert pickle.loads(pickle.dumps(made)) == plain
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.actor = "someone else"  # type: ignore[misc]
+
+
+def test_elapsed_of_a_running_task_stops_where_its_lease_ended() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    running = TaskSnapshot(
+        task_id="t", name="n", status=TaskStatus.RUNNING, attempt=1, started_at=start,
+        lease_owner="node-a", lease_until=start + timedelta(seconds=30),
+    )  # fmt: skip
+    hour_later = start + timedelta(hours=1)
+    # its holder died: the store still says running, but nobody vouched for it after 30 s
+    assert running.elapsed(hour_later) == 30.0
+    assert running.elapsed(start + timedelta(seconds=10)) == 10.0  # lease still running
+    renewed = running.evolve(lease_until=hour_later + timedelta(seconds=30))
+    assert renewed.elapsed(hour_later) == 3600.0
+    unleased = running.evolve(lease_owner=None, lease_until=None)
+    assert unleased.elapsed(hour_later) == 3600.0

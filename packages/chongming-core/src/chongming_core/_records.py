@@ -222,7 +222,9 @@ class TaskSnapshot:
         A task waiting to start (pending, blocked, queued, paused before start) has no
         running attempt, so it has no elapsed time, even after an earlier attempt; a task
         waiting to retry, or finished, shows how long its last attempt ran — not the time
-        it then spent waiting before it ended (stopped while waiting to retry, say).
+        it then spent waiting before it ended (stopped while waiting to retry, say). A
+        running task whose lease expired counts up to its lease's end only: nobody vouches
+        for it after that (its process may be gone), so it is not shown running on.
         """
         if self.started_at is None:
             return None
@@ -243,6 +245,9 @@ class TaskSnapshot:
             if waiting:
                 return None
         end = self.finished_at or now
+        lease = self.lease_until
+        if self.finished_at is None and lease is not None and self.started_at <= lease < end:
+            end = lease
         return max(0.0, (end - self.started_at).total_seconds())
 
     def evolve(self, **changes: Any) -> TaskSnapshot:
