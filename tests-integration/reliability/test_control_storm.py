@@ -23,174 +23,25 @@ Asserted afterwards, for every seed:
 
 from __future__ import annotations
 
-import contextlib
-import random
 import threading
-import time
-from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from chongming_core import (
-    TERMINAL_STATUSES,
-    TRANSITIONS,
-    ConcurrencyPolicy,
-    ConfigurationError,
-    FailureKind,
-    FixedBackoff,
-    InvalidTransition,
-    RetryPolicy,
-    TaskStatus,
-)
-from chongming_runtime import Controller, TaskContext, TaskRun
+from chongming_core import ConcurrencyPolicy
+from chongming_runtime import Controller
 from chongming_store_sqlite import SqliteTaskStore
-from reliability.reliability_support import TALLY, history_violations, seeds
-
-S = TaskStatus
-SLOTS = 3
-OPERATIONS = 60  # per driver thread
-STUBBORN_FOR = 0.25  # seconds a stubborn body ignores stops (longer than the window)
-GRACEFUL = 0.1
-WAIT = 30.0
-RETRY = RetryPolicy(max_attempts=2, backoff=FixedBackoff(0))
-
-
-class Bodies:
-    """Counts the bodies executing, and what each saw when it began."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.executing: Counter[str] = Counter()  # task id -> bodies of it executing
-        self.peak = 0
-        self.gpu = 0
-        self.gpu_peak = 0
-        self.entries: list[tuple[str, int, S]] = []  # task id, attempt, status seen
-        self.failed_once: set[str] = set()
-
-    def _enter(self, ctx: TaskContext, run_status: S, gpu: bool) -> None:
-        with self.lock:
-            self.executing[ctx.task_id] += 1
-            self.peak = max(self.peak, sum(self.executing.values()))
-            if gpu:
-                self.gpu += 1
-                self.gpu_peak = max(self.gpu_peak, self.gpu)
-            self.entries.append((ctx.task_id, ctx.attempt, run_status))
-
-    def _leave(self, ctx: TaskContext, gpu: bool) -> None:
-        with self.lock:
-            self.executing[ctx.task_id] -= 1
-            if gpu:
-                self.gpu -= 1
-
-    def body(self, ctx: TaskContext, plan: str, steps: int, gpu: bool) -> int:
-        controller = CURRENT[0]
-        run = controller.run(ctx.task_id)
-        self._enter(ctx, run.status if run is not None else S.PENDING, gpu)
-        try:
-            if plan == "stubborn":
-                time.sleep(STUBBORN_FOR)  # no checkpoint: a stop cannot reach it
-                return 0
-            for step in range(steps):
-                ctx.checkpoint()
-                time.sleep(0.001)  # a slice of work
-                if plan == "fail-once" and step == steps // 2:
-                    with self.lock:
-                        first = ctx.task_id not in self.failed_once
-                        self.failed_once.add(ctx.task_id)
-                    if first:
-                        raise ValueError("the first attempt fails")
-            ctx.checkpoint()
-            return steps
-        finally:
-            self._leave(ctx, gpu)
-
-
-#: the controller of the seed being run (the body finds its run through it)
-CURRENT: list[Controller] = []
-
-
-class Driver:
-    """Random calls on random tasks; remembers what each call answered."""
-
-    def __init__(self, controller: Controller, seed: int, tasks: list[str], lock: threading.Lock):
-        self.controller = controller
-        self.rng = random.Random(seed)
-        self.tasks = tasks
-        self.tasks_lock = lock
-        self.paused: list[tuple[str, int]] = []  # task id, version when pause() was called
-        self.errors: list[str] = []
-
-    def _pick(self) -> str | None:
-        with self.tasks_lock:
-            return self.rng.choice(self.tasks) if self.tasks else None
-
-    def _submit(self) -> None:
-        plan = self.rng.choice(["quick", "loop", "loop", "fail-once", "stubborn"])
-        gpu = self.rng.random() < 0.3
-        run = self.controller.submit(
-            "work",
-            plan,
-            1 if plan == "quick" else self.rng.randint(5, 40),
-            gpu,
-            tags=["gpu"] if gpu else [],
-            priority=self.rng.randint(0, 2),
-            retry=RETRY,
-        )
-        with self.tasks_lock:
-            self.tasks.append(run.task_id)
-
-    def step(self) -> None:
-        action = self.rng.choices(
-            ["submit", "stop", "pause", "resume", "retry", "wait", "stop_all"],
-            weights=[6, 3, 3, 3, 2, 1, 0.2],
-        )[0]
-        if action == "submit":
-            self._submit()
-            return
-        if action == "stop_all":
-            self.controller.stop_all(reason="storm")
-            return
-        task_id = self._pick()
-        if task_id is None:
-            return
-        controller = self.controller
-        try:
-            if action == "stop":
-                controller.stop(task_id, reason="storm")
-            elif action == "pause":
-                run = controller.run(task_id)
-                before = run.snapshot.status_version if run is not None else 0
-                if controller.pause(task_id, timeout=0.05):
-                    self.paused.append((task_id, before))
-            elif action == "resume":
-                controller.resume(task_id)
-            elif action == "retry":
-                controller.retry(task_id)
-            else:
-                with contextlib.suppress(TimeoutError):
-                    controller.wait(task_id, timeout=0.01)
-        except (ConfigurationError, InvalidTransition) as exc:  # retry of an unfinished or
-            if action != "retry":  # succeeded task: a legal refusal
-                self.errors.append(f"{action} {task_id}: {exc}")
-        except Exception as exc:
-            self.errors.append(f"{action} {task_id}: {type(exc).__name__}: {exc}")
-
-    def run(self) -> None:
-        for _ in range(OPERATIONS):
-            self.step()
-            time.sleep(self.rng.random() * 0.004)
-
-
-def _trajectory_violations(run: TaskRun) -> list[str]:
-    found = history_violations(run.snapshot, run.transitions)
-    for t in run.transitions:
-        revived = t.trigger == "control:retry" and t.to_status is S.QUEUED  # R6
-        if t.to_status not in TRANSITIONS[t.from_status] and not revived:
-            found.append(f"{run.task_id}: v{t.status_version} {t.from_status} -> {t.to_status}")
-    if run.snapshot.status not in TERMINAL_STATUSES:
-        found.append(f"{run.task_id}: still {run.snapshot.status.value} after close()")
-    return found
+from reliability.reliability_support import TALLY, seeds
+from reliability.storm_support import (
+    CURRENT,
+    GRACEFUL,
+    SLOTS,
+    Bodies,
+    ControlDriver,
+    control_violations,
+    run_drivers,
+    wind_down,
+)
 
 
 def _storm(tmp_path: Path, seed: int) -> list[str]:
@@ -206,106 +57,19 @@ def _storm(tmp_path: Path, seed: int) -> list[str]:
     controller.register("work", bodies.body)
     tasks: list[str] = []
     lock = threading.Lock()
-    drivers = [Driver(controller, seed * 10 + i, tasks, lock) for i in range(2)]
-    threads = [
-        threading.Thread(target=d.run, name=f"storm-driver-{i}") for i, d in enumerate(drivers)
-    ]
-    found: list[str] = []
+    drivers = [ControlDriver(controller, seed * 10 + i, tasks, lock) for i in range(2)]
     try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(WAIT)
-            if thread.is_alive():
-                found.append(f"{thread.name} did not finish its calls in {WAIT}s")
-        for run in controller.runs():
-            if run.status in {S.PAUSED, S.PAUSING}:
-                controller.resume(run.task_id)
-        controller.close(reason="storm over", timeout=WAIT)
-        # the stubborn bodies abandoned by close() return within STUBBORN_FOR
-        deadline = time.monotonic() + WAIT
-        while True:
-            with bodies.lock:
-                executing = sum(bodies.executing.values())
-            if not executing or time.monotonic() > deadline:
-                break
-            time.sleep(0.01)
-        if executing:
-            found.append(f"{executing} bodies still executing {WAIT}s after close()")
+        found = run_drivers(drivers)
+        found.extend(wind_down(controller, bodies.executing_count))
         for driver in drivers:
             found.extend(driver.errors)
-        found.extend(_checks(controller, store, bodies, drivers))
+        if controller.persist_failures:
+            found.append(f"writes failed: {controller.persist_failures}")
+        found.extend(control_violations(controller, store, bodies, drivers))
     finally:
         CURRENT.clear()
         store.close()
     TALLY.add(storm_tasks=len(tasks), storm_pauses=sum(len(d.paused) for d in drivers))
-    return found
-
-
-def _checks(
-    controller: Controller, store: SqliteTaskStore, bodies: Bodies, drivers: list[Driver]
-) -> list[str]:
-    found: list[str] = []
-    if bodies.peak > SLOTS:
-        found.append(f"{bodies.peak} bodies executed at once with {SLOTS} slots")
-    if bodies.gpu_peak > 1:
-        found.append(f"{bodies.gpu_peak} bodies held the one gpu unit at once")
-    if controller.persist_failures:
-        found.append(f"writes failed: {controller.persist_failures}")
-    runs = {run.task_id: run for run in controller.runs()}
-    for task_id, attempt, seen in bodies.entries:
-        run = runs[task_id]
-        began = sum(1 for t in run.transitions if t.to_status is S.STARTING)
-        if attempt < 1 or attempt > began:
-            found.append(f"{task_id}: a body ran as attempt {attempt}, {began} attempts began")
-        if seen not in {S.STARTING, S.RUNNING, S.STOPPING, S.PAUSING}:
-            found.append(f"{task_id}: a body began while its run was {seen.value}")
-    for run in runs.values():
-        found.extend(_trajectory_violations(run))
-        statuses = [t.to_status for t in run.transitions]
-        if S.STARTING not in statuses and any(e[0] == run.task_id for e in bodies.entries):
-            found.append(f"{run.task_id}: its body ran although it never started")
-        outcome = run.outcome()
-        if outcome.status is S.LOST:
-            plan = run._args[0]
-            if plan != "stubborn":
-                found.append(f"{run.task_id}: a {plan} body ended lost")
-            if outcome.failure is None or outcome.failure.kind is not FailureKind.LOST:
-                found.append(f"{run.task_id}: lost without the kind lost")
-        stored = store.get(run.task_id)
-        if stored is None:
-            found.append(f"{run.task_id}: not in the store")
-            continue
-        if (stored.status, stored.status_version) != (
-            run.snapshot.status,
-            run.snapshot.status_version,
-        ):
-            found.append(
-                f"{run.task_id}: the store says {stored.status.value} v{stored.status_version}, "
-                f"the run {run.snapshot.status.value} v{run.snapshot.status_version}"
-            )
-        history = [
-            (t.status_version, t.from_status, t.to_status) for t in store.history(run.task_id)
-        ]
-        mine = [(t.status_version, t.from_status, t.to_status) for t in run.transitions]
-        if history != mine:
-            found.append(f"{run.task_id}: the store's history differs from the run's trajectory")
-    for driver in drivers:
-        for task_id, before in driver.paused:
-            paused = [
-                t
-                for t in runs[task_id].transitions
-                if t.to_status is S.PAUSED and t.status_version >= before
-            ]
-            if not paused:
-                trail = [
-                    (t.status_version, t.to_status.value, t.trigger)
-                    for t in runs[task_id].transitions
-                ]
-                found.append(
-                    f"{task_id}: pause() returned True at v{before}, no paused transition "
-                    f"followed: {trail}"
-                )
     return found
 
 

@@ -1043,3 +1043,60 @@ def test_a_write_that_failed_after_it_went_in_is_not_taken_for_another_writers()
         TaskStatus.SUCCEEDED,
     ]
     writer.close()
+
+
+def test_a_batch_that_failed_after_it_went_in_is_not_written_again_task_by_task() -> None:
+    """A batch the store refused is written one task at a time (D34); when the batch had gone
+    in and only its answer was lost, each single write met its own version, was taken for
+    another writer's, and the tasks were never written again (their ends lost)."""
+    store, arm = _answer_lost(StoreError("server closed the connection unexpectedly"))
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    machines = [StateMachine.create(task_id, "x", clock=FakeClock()) for task_id in ("a", "b")]
+    for machine in machines:
+        writer.record(machine.snapshot)
+    arm()
+    writer.flush()
+    for machine in machines:
+        machine.mark_queued()
+        writer.record(machine.snapshot, machine.transitions[-1:])
+    assert writer.flush()
+    assert not writer.diverged("a")
+    assert not writer.diverged("b")
+    assert not [f for f in writer.failures if "ConcurrencyConflict" in f.error]
+    # the store did fail, even though every write went in: it is said (§8.9)
+    assert [f.error for f in writer.failures] == [
+        "StoreError: server closed the connection unexpectedly (the writes went in: found "
+        "in the store or written one by one)"
+    ]
+    assert _trail(store, "a") == _trail(store, "b") == [TaskStatus.QUEUED]
+    writer.close()
+
+
+def test_a_batch_that_failed_is_kept_in_doubt_while_the_store_cannot_be_asked() -> None:
+    class Down(InMemoryTaskStore):
+        answers = True
+        queries = True
+
+        def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+            result = super().save_many(writes)
+            if not self.answers:
+                raise StoreError("server closed the connection unexpectedly")
+            return result
+
+        def query(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
+            if not self.queries:
+                raise StoreError("the store is down")
+            return super().query(query)
+
+    store = Down()
+    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    for task_id in ("a", "b"):
+        writer.record(StateMachine.create(task_id, "x", clock=FakeClock()).snapshot)
+    store.answers = store.queries = False
+    assert not writer.flush()
+    assert writer.pending_count == 2
+    store.answers = store.queries = True
+    assert writer.flush()
+    assert not writer.diverged("a")
+    assert not writer.diverged("b")
+    assert writer.pending_count == 0

@@ -502,6 +502,8 @@ class StoreWriter:
             healthy, suspects = list(writes), []
         conflicts: list[ConcurrencyConflict] = []
         failed: dict[str, Exception] = {}
+        went_in: list[str] = []
+        batch_error: Exception | None = None
         if healthy:
             try:
                 conflicts.extend(self._store.save_many([writes[t] for t in healthy]))
@@ -510,9 +512,17 @@ class StoreWriter:
                     if isinstance(exc, ConcurrencyConflict):  # raised instead of returned
                         return [exc], {}
                     return conflicts, {healthy[0]: exc}
-                suspects = healthy + suspects
+                # the batch may be in the store all the same (its commit's answer was lost):
+                # written again one by one, each item would meet its own version and be taken
+                # for another writer's (D44); the store is asked first
+                try:
+                    went_in = self._went_in(writes, healthy)
+                except Exception:  # it cannot be asked: all of them wait, in doubt
+                    return conflicts, dict.fromkeys([*healthy, *suspects], exc)
+                batch_error = exc
+                suspects = [t for t in healthy if t not in went_in] + suspects
                 healthy = []
-        succeeded = bool(healthy)
+        succeeded = bool(healthy) or bool(went_in)
         consecutive = 0
         if suspects and self._probe_from:
             # the first single writes decide "the store is down"; after such a verdict the
@@ -539,19 +549,26 @@ class StoreWriter:
             self._poisoned.discard(task_id)
         if succeeded:
             self._poisoned.update(failed)
+        if batch_error is not None and not failed:
+            # every write went in after all, but the store did fail: never silent (§8.9)
+            self._fail_text(
+                "save_many",
+                tuple(writes),
+                f"{type(batch_error).__name__}: {batch_error} (the writes went in: found in "
+                "the store or written one by one)",
+            )
         return conflicts, failed
+
+    def _went_in(self, writes: dict[str, SnapshotWrite], task_ids: list[str]) -> list[str]:
+        """Which of `task_ids` the store holds exactly as `writes` has them (one query)."""
+        rows = {s.task_id: s for s in self._store.query(TaskQuery(task_ids=frozenset(task_ids)))}
+        return [t for t in task_ids if _holds(rows.get(t), _written(writes[t].snapshot))]
 
     def _doubt(self, batch: dict[str, _Write], task_ids: Iterable[str]) -> None:
         """Note the writes of `task_ids` as possibly in the store (see `_settle_in_doubt`)."""
         for task_id in task_ids:
             write = batch[task_id]
-            snapshot = write.snapshot
-            self._in_doubt[task_id] = (
-                snapshot.status_version,
-                snapshot.updated_at,
-                snapshot.lease_owner,
-                len(write.transitions),
-            )
+            self._in_doubt[task_id] = (*_written(write.snapshot), len(write.transitions))
 
     def _settle_in_doubt(self, batch: dict[str, _Write]) -> dict[str, Exception]:
         """Ask the store whether writes that failed or were interrupted went in (D44): one that
@@ -570,12 +587,7 @@ class StoreWriter:
             return dict.fromkeys(in_doubt, exc)
         for task_id, (version, updated_at, owner, count) in list(in_doubt.items()):
             del in_doubt[task_id]
-            stored = rows.get(task_id)
-            if stored is None or (
-                stored.status_version,
-                stored.updated_at,
-                stored.lease_owner,
-            ) != (version, updated_at, owner):
+            if not _holds(rows.get(task_id), (version, updated_at, owner)):
                 continue  # it did not go in: written as usual
             with self._lock:
                 self._stored_version[task_id] = version
@@ -673,6 +685,16 @@ class StoreWriter:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)
         return ok
+
+
+def _written(snapshot: TaskSnapshot) -> tuple[int, datetime | None, str | None]:
+    """What tells a write of `snapshot` in the store: its version, time and lease owner."""
+    return snapshot.status_version, snapshot.updated_at, snapshot.lease_owner
+
+
+def _holds(stored: TaskSnapshot | None, written: tuple[int, datetime | None, str | None]) -> bool:
+    """Whether the store's row `stored` is the write described by `written` (`_written`)."""
+    return stored is not None and _written(stored) == written
 
 
 def _merge(older: TouchUpdate, newer: TouchUpdate) -> TouchUpdate:
