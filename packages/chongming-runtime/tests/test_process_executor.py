@@ -484,3 +484,28 @@ def test_a_function_a_child_cannot_find_in_the_script_is_refused_at_submit(
     assert lines[0].startswith("refused: ProcessExecutor cannot run __main__.guarded")
     assert "not defined at the top level of the script" in lines[0]
     assert lines[1:] == ["top top", "in_try in_try"]
+
+
+def test_the_kill_after_the_window_ends_what_the_body_started_before_the_child(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The child's exit reports the attempt ended: nothing it started may outlive that."""
+    from chongming_runtime.executors import process as module
+
+    order: list[str] = []
+
+    class Child:
+        pid = 4242
+
+        def is_alive(self) -> bool:
+            return True
+
+        def kill(self) -> None:
+            order.append("kill child")
+
+    monkeypatch.setattr(module, "descendants", lambda pid: [(5151, 1)])
+    monkeypatch.setattr(module, "same_process", lambda pid, started: True)
+    monkeypatch.setattr(os, "kill", lambda pid, sig: order.append(f"{sig.name} {pid}"))
+    handle = module._ProcessHandle(Child(), kill_after=1.0)  # type: ignore[arg-type]
+    handle._kill()
+    assert order == ["SIGSTOP 4242", "SIGKILL 5151", "kill child"]

@@ -75,6 +75,10 @@ def describe_exit(pid: int | None, exitcode: int | None) -> str:
     return f"{who} exited with code {exitcode} before reporting a result"
 
 
+#: Freezes a process (it cannot be caught or ignored); absent where there are no signals.
+_SIGSTOP: signal.Signals | None = getattr(signal, "SIGSTOP", None)
+
+
 class _ProcessHandle:
     def __init__(self, process: BaseProcess, kill_after: float) -> None:
         self.process = process
@@ -92,12 +96,20 @@ class _ProcessHandle:
         return True
 
     def _kill(self) -> None:
-        """SIGKILL whatever is left: the child, and what its body started (even once the
-        child itself has gone: a subprocess may ignore SIGTERM)."""
-        if self.process.is_alive():
+        """SIGKILL whatever is left: what the body started (even once the child itself has
+        gone: a subprocess may ignore SIGTERM), then the child. The child is frozen first so
+        it starts nothing more while its tree is read, and it dies last: its exit is what
+        reports the attempt ended, and nothing it started may outlive that report."""
+        alive = self.process.is_alive()
+        pid = self.process.pid
+        if alive and pid is not None and _SIGSTOP is not None:
+            with contextlib.suppress(OSError):
+                os.kill(pid, _SIGSTOP)
+        if alive:
             self._started += self._descendants()
-            self.process.kill()
         self._signal_started(signal.SIGKILL)
+        if alive:
+            self.process.kill()
 
     def _descendants(self) -> list[tuple[int, int]]:
         pid = self.process.pid
