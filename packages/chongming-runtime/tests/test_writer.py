@@ -330,6 +330,9 @@ def test_an_outage_is_not_hammered_one_write_at_a_time() -> None:
     store.down = True
     assert writer.flush() is False
     assert store.calls <= 4  # the batch, then three single writes, then it gives up
+    failure = writer.failures[-1]
+    assert len(failure.task_ids) == 20  # a few are named, and the entry says how many failed
+    assert failure.error.endswith("(50 tasks; the first 20 are named)")
     store.down = False
     assert writer.flush() is True
     assert len(store.query()) == 50

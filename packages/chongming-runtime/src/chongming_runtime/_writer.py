@@ -69,6 +69,9 @@ MAX_BATCH = 500
 #: Recorded writes waiting beyond which the recording thread flushes them itself.
 BACKLOG = 4 * MAX_BATCH
 
+#: Task ids one `PersistFailure` names (an outage of a big batch would fill memory).
+_NAMED = 20
+
 #: Single writes that must fail in a row, with none succeeding, to call it an outage.
 _OUTAGE_AFTER = 3
 
@@ -629,10 +632,15 @@ class StoreWriter:
         )
 
     def _fail_text(self, operation: str, task_ids: tuple[str, ...], error: str) -> None:
+        if len(task_ids) > _NAMED:  # an entry names a few; it says how many it stands for
+            error = f"{error} ({len(task_ids)} tasks; the first {_NAMED} are named)"
         with self._lock:
             self._failures.append(
                 PersistFailure(
-                    at=self._clock.now(), operation=operation, task_ids=task_ids[:20], error=error
+                    at=self._clock.now(),
+                    operation=operation,
+                    task_ids=task_ids[:_NAMED],
+                    error=error,
                 )
             )
         _log.warning("store write failed (%s), will retry: %s", operation, error)
