@@ -10,13 +10,23 @@ an execution slot", §8.2) and starts nothing in their place (design D54).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import pytest
 
-from chongming_core import ConcurrencyPolicy, FailureKind, FakeClock, InMemoryTaskStore, TaskStatus
+from chongming_core import (
+    Clock,
+    ConcurrencyPolicy,
+    FailureKind,
+    FakeClock,
+    InMemoryTaskStore,
+    TaskStatus,
+)
 from chongming_runtime import Controller, TaskContext
+from chongming_runtime._attempt import Attempt
+from chongming_runtime.executors import ThreadExecutor
+from chongming_runtime.executors._base import AttemptHandle
 from run_helpers import st
 
 S = TaskStatus
@@ -148,4 +158,74 @@ def test_a_retry_of_the_lost_task_waits_for_the_abandoned_body_to_return(
     finally:
         for event in bodies.release.values():
             event.set()
+        controller.close(timeout=WAIT)
+
+
+class LateThreads:
+    """A thread executor whose threads are late to start (a loaded machine): each attempt
+    is carried only once the test lets its thread go."""
+
+    name = "thread"
+    inline = False
+    supports_pause = True
+
+    def __init__(self) -> None:
+        self.threads = ThreadExecutor()
+        self.held: list[Attempt] = []
+
+    def validate(self, fn: Any, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> None:
+        self.threads.validate(fn, args, kwargs)
+
+    def launch(self, attempt: Attempt) -> AttemptHandle:
+        self.held.append(attempt)
+        return _LateHandle()
+
+    def let_go(self) -> None:
+        held, self.held = self.held, []
+        for attempt in held:
+            self.threads.launch(attempt)
+
+
+class _LateHandle:
+    def force_stop(self, clock: Clock) -> bool:
+        return False  # a thread cannot be ended
+
+
+@pytest.mark.parametrize("how", ["stop", "cancel"])
+def test_a_stop_before_the_thread_began_the_body_ends_the_task_and_frees_its_slot(
+    how: str,
+) -> None:
+    clock = FakeClock()
+    late = LateThreads()
+    controller = _controller(clock, max_parallel=1, executor=late)
+    ran: list[str] = []
+
+    def work(ctx: TaskContext, key: str) -> str:
+        ran.append(key)
+        return key
+
+    controller.register("work", work)
+    try:
+        first = controller.submit("work", "a")
+        assert st(first) is S.STARTING  # its thread has not begun the body
+        assert late.held
+        if how == "stop":
+            assert controller.stop(first.task_id, reason="deploy")
+        else:  # a pipeline's fail_fast gives up on a released node
+            assert first.cancel("fail_fast: node 'x' ended failed")
+        clock.advance(1.0)  # the graceful window passes before the thread begins
+        outcome = first.wait(WAIT)
+        # nothing executes, nor ever will: the body never began, and a thread that begins
+        # now is refused; the task did not end "lost, may still be running"
+        assert outcome.status is (S.STOPPED if how == "stop" else S.CANCELLED)
+        assert outcome.failure is not None
+        assert outcome.failure.kind is FailureKind.CANCELLED
+        assert controller.active_count == 0
+        late.let_go()
+        second = controller.submit("work", "b")
+        late.let_go()
+        assert second.wait(WAIT).status is S.SUCCEEDED, "the slot of the first was never freed"
+        assert ran == ["b"]
+    finally:
+        late.let_go()
         controller.close(timeout=WAIT)

@@ -9,8 +9,9 @@ timer while it waits; a start timeout is the only timer a queued run may hold.
 * A timeout sets the attempt's stop flag without entering ``stopping`` [R2]; it is
   recorded as ``timeout_start``/``timeout_attempt``/``timeout_idle`` (retryable).
   A start timeout before the attempt is launched cancels the task [R1].
-* When the graceful window passes, a thread is abandoned (``lost``) while a
-  process is terminated, then killed [R9].
+* When the graceful window passes, a thread body is abandoned (``lost``) while a
+  process is terminated, then killed [R9]; a thread that has not begun the body yet
+  never will, and the attempt ends as if the body had unwound at once (D54c).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from __future__ import annotations
 import logging
 
 from chongming_core import Failure, FailureKind, RetryPolicy, TaskStatus, TaskTimeout
-from chongming_runtime._attempt import Attempt
+from chongming_runtime._attempt import Attempt, AttemptResult
 from chongming_runtime._run_core import RunCore
 
 __all__ = ["Deadlines"]
@@ -198,35 +199,53 @@ class Deadlines(RunCore):
             if handle.force_stop(self._clock):
                 return  # a child process is being terminated; its exit will be reported
             attempt.forced = False
+        retry_now = False
         with self._lock:
             if attempt is not self._attempt or attempt.closed:
                 return
             self._close_attempt(attempt)
-            # its body goes on executing: what its slot stands for stays held until it
-            # returns (D54; see `_when_body_returns`)
-            attempt.abandoned = True
-            self._abandoned = []
-            self._leave_suspension("the graceful window passed")
-            if attempt.timeout_kind is not None:
-                why = (
-                    f"{attempt.timeout_message}, and the body did not unwind within the graceful "
-                    f"window of {self._graceful:g}s"
-                )
-            elif self._cancel_reason is not None and self._machine.status is not _S.STOPPING:
-                why = (
-                    f"the body did not unwind within the graceful window of {self._graceful:g}s "
-                    f"after it was cancelled ({self._cancel_reason})"
-                )
+            if not attempt.started:
+                # its thread has not begun the body (a loaded machine starts a thread late),
+                # and now never will: a closed attempt is refused when it begins. Nothing
+                # executes and nothing is held, so the attempt ends as a body that unwound at
+                # once would (stopped, cancelled, the timeout's failure), not lost (D54c)
+                self._leave_suspension("the graceful window passed before the body began")
+                retry_now = self._settle(attempt, AttemptResult.cancelled())
             else:
-                requested = f" ({self._stop_reason})" if self._stop_reason else ""
-                why = (
-                    f"the body did not stop within the graceful window of {self._graceful:g}s "
-                    f"after the stop request{requested}"
-                )
-            failure = Failure.of(
-                FailureKind.LOST,
-                f"{why}; its thread was abandoned and may still be running (result unknown)",
-                retryable=True,
+                self._abandon(attempt)
+        try:
+            self._deliver()
+        finally:  # even when a listener interrupts the telling: the retry is due
+            if retry_now:
+                self._kick()
+
+    def _abandon(self, attempt: Attempt) -> None:
+        """The graceful window passed over a thread body: abandon it, the task is lost.
+        Call under the lock."""
+        # its body goes on executing: what its slot stands for stays held until it
+        # returns (D54; see `_when_body_returns`)
+        attempt.abandoned = True
+        self._abandoned = []
+        self._leave_suspension("the graceful window passed")
+        if attempt.timeout_kind is not None:
+            why = (
+                f"{attempt.timeout_message}, and the body did not unwind within the graceful "
+                f"window of {self._graceful:g}s"
             )
-            self._record(self._machine.mark_lost(failure, actor=self._actor))
-        self._deliver()
+        elif self._cancel_reason is not None and self._machine.status is not _S.STOPPING:
+            why = (
+                f"the body did not unwind within the graceful window of {self._graceful:g}s "
+                f"after it was cancelled ({self._cancel_reason})"
+            )
+        else:
+            requested = f" ({self._stop_reason})" if self._stop_reason else ""
+            why = (
+                f"the body did not stop within the graceful window of {self._graceful:g}s "
+                f"after the stop request{requested}"
+            )
+        failure = Failure.of(
+            FailureKind.LOST,
+            f"{why}; its thread was abandoned and may still be running (result unknown)",
+            retryable=True,
+        )
+        self._record(self._machine.mark_lost(failure, actor=self._actor))

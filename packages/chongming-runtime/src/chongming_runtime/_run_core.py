@@ -25,7 +25,7 @@ from chongming_core import (
     TimerHandle,
     Transition,
 )
-from chongming_runtime._attempt import Attempt
+from chongming_runtime._attempt import Attempt, AttemptResult
 from chongming_runtime._listeners import RunEvent, RunListener
 from chongming_runtime.executors._base import Executor
 
@@ -125,6 +125,9 @@ class RunCore:
         raise NotImplementedError
 
     def _close_attempt(self, attempt: Attempt) -> None:
+        raise NotImplementedError
+
+    def _settle(self, attempt: Attempt, result: AttemptResult) -> bool:
         raise NotImplementedError
 
     def _leave_suspension(self, why: str) -> None:
