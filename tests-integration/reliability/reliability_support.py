@@ -10,18 +10,28 @@ import contextlib
 import io
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from chongming_cli import main as cli_main
-from chongming_core import FailureKind, TaskSnapshot, TaskStatus, TaskStore, Transition
+from chongming_core import (
+    TERMINAL_STATUSES,
+    TRANSITIONS,
+    FailureKind,
+    TaskSnapshot,
+    TaskStatus,
+    TaskStore,
+    Transition,
+)
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "reliability_worker.py"
@@ -101,6 +111,41 @@ class Children:
                 proc.stderr.close()
 
 
+def live_descendants(root: int) -> dict[int, str]:
+    """Every descendant of `root` still alive (not a zombie), read from ``/proc``: pid ->
+    command line."""
+    parents: dict[int, list[int]] = {}
+    alive: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        parents.setdefault(int(fields[1]), []).append(int(entry.name))
+        if fields[0] not in {"Z", "X"}:
+            alive[int(entry.name)] = cmdline.strip()
+    found: dict[int, str] = {}
+    frontier = [root]
+    while frontier:
+        for child in parents.get(frontier.pop(), []):
+            frontier.append(child)
+            if child in alive:
+                found[child] = alive[child]
+    return found
+
+
+def process_alive(pid: int) -> bool:
+    """True while `pid` names a process that has not ended (a zombie has ended)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return fields[0] not in {"Z", "X"}
+
+
 def finish(proc: subprocess.Popen[bytes], timeout: float) -> tuple[int, str]:
     """Wait for a child to exit on its own (bounded); returns its code and stderr."""
     try:
@@ -171,6 +216,61 @@ def history_violations(snapshot: TaskSnapshot, history: Sequence[Transition]) ->
     return found
 
 
+def trajectory_violations(snapshot: TaskSnapshot, history: Sequence[Transition]) -> list[str]:
+    """A finished task's trajectory as a storm leaves it: the contiguous chain of D1, every
+    move in the transition table (or a revival by ``retry()``, R6), ending terminal."""
+    found = history_violations(snapshot, history)
+    tid = snapshot.task_id
+    for t in history:
+        revived = t.trigger == "control:retry" and t.to_status is TaskStatus.QUEUED  # R6
+        if t.to_status not in TRANSITIONS[t.from_status] and not revived:
+            found.append(f"{tid}: v{t.status_version} {t.from_status} -> {t.to_status}")
+    if snapshot.status not in TERMINAL_STATUSES:
+        found.append(f"{tid}: still {snapshot.status.value} after close()")
+    return found
+
+
+def stored_as_told_violations(
+    store: TaskStore, snapshot: TaskSnapshot, history: Sequence[Transition]
+) -> list[str]:
+    """The store holds the task's final snapshot (status and version) and exactly its
+    trajectory as the process recorded it."""
+    tid = snapshot.task_id
+    stored = store.get(tid)
+    if stored is None:
+        return [f"{tid}: not in the store"]
+    found: list[str] = []
+    if (stored.status, stored.status_version) != (snapshot.status, snapshot.status_version):
+        found.append(
+            f"{tid}: the store says {stored.status.value} v{stored.status_version}, "
+            f"the process {snapshot.status.value} v{snapshot.status_version}"
+        )
+    kept = [(t.status_version, t.from_status, t.to_status) for t in store.history(tid)]
+    mine = [(t.status_version, t.from_status, t.to_status) for t in history]
+    if kept != mine:
+        found.append(f"{tid}: the store's history differs from the process's trajectory")
+    return found
+
+
+def unconfirmed_pause_violations(
+    paused: Iterable[tuple[str, int]], history_of: Callable[[str], Sequence[Transition]]
+) -> list[str]:
+    """Every ``pause()`` that returned True (task id, its version when the call began) is
+    matched by a ``paused`` transition recorded after the call began."""
+    found: list[str] = []
+    for task_id, before in paused:
+        history = history_of(task_id)
+        if not any(
+            t.to_status is TaskStatus.PAUSED and t.status_version >= before for t in history
+        ):
+            trail = [(t.status_version, t.to_status.value, t.trigger) for t in history]
+            found.append(
+                f"{task_id}: pause() returned True at v{before}, no paused transition "
+                f"followed: {trail}"
+            )
+    return found
+
+
 def store_violations(store: TaskStore) -> tuple[list[str], list[TaskSnapshot]]:
     """History contiguity of every task in the store; returns the violations and the tasks."""
     tasks = store.query()
@@ -230,6 +330,89 @@ def crash_violations(
         if now is None or now.status is not TaskStatus.LOST:
             found.append(f"{tid}: reported lost but the store has {now!r}")
     return found, len(tasks)
+
+
+# ------------------------------------------------------------------ storms of controls
+
+
+class StormDriver:
+    """One thread's random calls in a storm: `operations` steps, each an action drawn from
+    `actions` (name -> weight) and carried out by `step`. Confirmed pauses go to `paused`
+    (task id, its version when ``pause()`` was called); what should not have happened goes
+    to `errors` (an exception escaping `step` included)."""
+
+    operations: ClassVar[int] = 0
+    actions: ClassVar[dict[str, float]] = {}
+    between: ClassVar[float] = 0.004  # at most this long between two calls
+
+    def __init__(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+        self.paused: list[tuple[str, int]] = []
+        self.errors: list[str] = []
+
+    def step(self, action: str) -> None:
+        raise NotImplementedError
+
+    def run(self) -> None:
+        names, weights = list(self.actions), list(self.actions.values())
+        for _ in range(self.operations):
+            action = self.rng.choices(names, weights)[0]
+            try:
+                self.step(action)
+            except Exception as exc:
+                self.errors.append(f"{action}: {type(exc).__name__}: {exc}")
+            time.sleep(self.rng.random() * self.between)
+
+
+class Peak:
+    """The largest value `read()` returned, sampled on a thread of its own every `interval`
+    seconds between `start()` and `stop()` (``with Peak(...) as peak:``)."""
+
+    def __init__(self, read: Callable[[], int], interval: float = 0.002) -> None:
+        self._read = read
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="storm-peak", daemon=True)
+        self.value = 0
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.value = max(self.value, self._read())
+
+    def __enter__(self) -> Peak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(10.0)
+
+
+def confirmed_pauses(drivers: Iterable[StormDriver]) -> list[tuple[str, int]]:
+    """Every pause the drivers saw confirmed: (task id, its version when it was asked)."""
+    return [pause for driver in drivers for pause in driver.paused]
+
+
+def assert_calm(found: Sequence[str]) -> None:
+    """A storm's verdict: no violation (the first 40 are shown)."""
+    assert not found, "\n".join(found[:40])
+
+
+def drive(drivers: Sequence[StormDriver], timeout: float) -> list[str]:
+    """Run every driver on a thread of its own and wait for them (each at most `timeout`);
+    returns the drivers that did not finish."""
+    threads = [
+        threading.Thread(target=d.run, name=f"storm-driver-{i}", daemon=True)
+        for i, d in enumerate(drivers)
+    ]
+    for thread in threads:
+        thread.start()
+    late = []
+    for thread in threads:
+        thread.join(timeout)
+        if thread.is_alive():
+            late.append(f"{thread.name} did not finish its calls in {timeout}s")
+    return late
 
 
 # ------------------------------------------------------------------ the CLI in-process
