@@ -4,7 +4,8 @@ A storm drives one `Controller` with a few `Driver` threads that make random
 calls (submit, stop, pause, resume, retry, wait, stop_all) on random tasks
 while the bodies run, then resumes what is paused, closes the controller and
 checks what every run and the store say. Each storm supplies its own bodies and
-its own submissions (`Driver.submit`); the checks below hold for all of them.
+its own submissions (`Driver.submit`, or `Driver.add` for a pipeline's nodes) and
+may add calls of its own (`Driver.act`); the checks below hold for all of them.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ import random
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from typing import Any, ClassVar
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any, ClassVar, Protocol
 
 from chongming_core import (
     TERMINAL_STATUSES,
@@ -25,14 +27,29 @@ from chongming_core import (
     FixedBackoff,
     InvalidTransition,
     RetryPolicy,
+    TaskSnapshot,
     TaskStatus,
     TaskStore,
+    Transition,
 )
 from chongming_runtime import Controller, TaskContext, TaskOutcome, TaskRun
 from reliability.reliability_support import history_violations
 
 S = TaskStatus
 WAIT = 30.0  # real seconds any phase of a storm may take
+EVERYWHERE = "storm"  # the reason of a driver's stop and stop_all()
+CLOSED = "storm over"  # the reason of wind_down()'s close()
+
+
+class Recorded(Protocol):
+    """A task as this process recorded it: a `TaskRun`, or a pipeline node never released."""
+
+    @property
+    def task_id(self) -> str: ...
+    @property
+    def snapshot(self) -> TaskSnapshot: ...
+    @property
+    def transitions(self) -> Sequence[Transition]: ...
 
 
 class Driver:
@@ -76,8 +93,16 @@ class Driver:
     def submit(self) -> TaskRun:
         raise NotImplementedError
 
+    def add(self) -> list[str]:
+        """Submit what the action ``submit`` submits; returns the task ids the other actions
+        may pick from (a pipeline gives its nodes)."""
+        return [self.submit().task_id]
+
     def waited(self, task_id: str, outcome: TaskOutcome) -> None:
         """Called with what each ``wait()`` that did not time out returned."""
+
+    def confirmed(self, task_id: str) -> None:
+        """Called after each ``pause()`` that returned True."""
 
     def _pick(self) -> str | None:
         with self.tasks_lock:
@@ -86,37 +111,44 @@ class Driver:
     def step(self) -> None:
         action = self.rng.choices(list(self.WEIGHTS), weights=list(self.WEIGHTS.values()))[0]
         if action == "submit":
-            submitted = self.submit()
+            submitted = self.add()
             with self.tasks_lock:
-                self.tasks.append(submitted.task_id)
+                self.tasks.extend(submitted)
             return
         if action == "stop_all":
-            self.controller.stop_all(reason="storm")
+            self.controller.stop_all(reason=EVERYWHERE)
             return
         task_id = self._pick()
         if task_id is None:
             return
-        controller = self.controller
         try:
-            if action == "stop":
-                controller.stop(task_id, reason="storm")
-            elif action == "pause":
-                run = controller.run(task_id)
-                before = run.snapshot.status_version if run is not None else 0
-                if controller.pause(task_id, timeout=self.pause_timeout):
-                    self.paused.append((task_id, before))
-            elif action == "resume":
-                controller.resume(task_id)
-            elif action == "retry":
-                controller.retry(task_id)
-            else:
-                with contextlib.suppress(TimeoutError):
-                    self.waited(task_id, controller.wait(task_id, timeout=0.01))
+            self.act(action, task_id)
         except (ConfigurationError, InvalidTransition) as exc:  # retry of an unfinished or
             if action != "retry":  # succeeded task: a legal refusal
                 self.errors.append(f"{action} {task_id}: {exc}")
         except Exception as exc:
             self.errors.append(f"{action} {task_id}: {type(exc).__name__}: {exc}")
+
+    def act(self, action: str, task_id: str) -> None:
+        """Carry out an action of `WEIGHTS` on `task_id` (a subclass adds its own)."""
+        controller = self.controller
+        if action == "stop":
+            controller.stop(task_id, reason=EVERYWHERE)
+        elif action == "pause":
+            run = controller.run(task_id)
+            before = run.snapshot.status_version if run is not None else 0
+            if controller.pause(task_id, timeout=self.pause_timeout):
+                self.paused.append((task_id, before))
+                self.confirmed(task_id)
+        elif action == "resume":
+            controller.resume(task_id)
+        elif action == "retry":
+            controller.retry(task_id)
+        elif action == "wait":
+            with contextlib.suppress(TimeoutError):
+                self.waited(task_id, controller.wait(task_id, timeout=0.01))
+        else:
+            raise ValueError(f"no such action: {action!r}")
 
     def run(self) -> None:
         for _ in range(self.operations):
@@ -139,12 +171,21 @@ def run_drivers(drivers: Sequence[Driver]) -> list[str]:
     return found
 
 
-def wind_down(controller: Controller, executing: Callable[[], int]) -> list[str]:
-    """Resume what is paused, close the controller, then wait for abandoned bodies."""
+def resume_all(controller: Controller) -> None:
+    """Withdraw every pause, confirmed or still under way."""
     for run in controller.runs():
         if run.status in {S.PAUSED, S.PAUSING}:
             controller.resume(run.task_id)
-    controller.close(reason="storm over", timeout=WAIT)
+
+
+def wind_down(
+    controller: Controller, executing: Callable[[], int], *, resume: bool = True
+) -> list[str]:
+    """Resume what is paused (unless told not to: ``close()`` then meets the pauses), close
+    the controller, then wait for abandoned bodies."""
+    if resume:
+        resume_all(controller)
+    controller.close(reason=CLOSED, timeout=WAIT)
     deadline = time.monotonic() + WAIT
     while executing() and time.monotonic() < deadline:
         time.sleep(0.01)
@@ -152,7 +193,7 @@ def wind_down(controller: Controller, executing: Callable[[], int]) -> list[str]
     return [f"{left} bodies still executing {WAIT}s after close()"] if left else []
 
 
-def trajectory_violations(run: TaskRun) -> list[str]:
+def trajectory_violations(run: Recorded) -> list[str]:
     """The run's trajectory is the contiguous chain of legal moves and ends terminal."""
     found = history_violations(run.snapshot, run.transitions)
     for t in run.transitions:
@@ -164,7 +205,7 @@ def trajectory_violations(run: TaskRun) -> list[str]:
     return found
 
 
-def stored_violations(store: TaskStore, run: TaskRun) -> list[str]:
+def stored_violations(store: TaskStore, run: Recorded) -> list[str]:
     """The store holds the run's final snapshot and exactly its trajectory."""
     stored = store.get(run.task_id)
     if stored is None:
@@ -188,7 +229,7 @@ def stored_violations(store: TaskStore, run: TaskRun) -> list[str]:
     return found
 
 
-def paused_violations(runs: dict[str, TaskRun], drivers: Sequence[Driver]) -> list[str]:
+def paused_violations(runs: Mapping[str, Recorded], drivers: Sequence[Driver]) -> list[str]:
     """Every ``pause()`` that returned True is matched by a ``paused`` transition after it."""
     found: list[str] = []
     for driver in drivers:
@@ -208,6 +249,65 @@ def paused_violations(runs: dict[str, TaskRun], drivers: Sequence[Driver]) -> li
                     f"followed: {trail}"
                 )
     return found
+
+
+class Peak:
+    """The largest value `read()` returned, sampled on a thread of its own every `interval`
+    seconds while inside ``with Peak(read) as peak:`` (e.g. ``active_count``)."""
+
+    def __init__(self, read: Callable[[], int], interval: float = 0.002) -> None:
+        self._read = read
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="storm-peak", daemon=True)
+        self.value = 0
+
+    def _watch(self) -> None:
+        while not self._stop.wait(self._interval):
+            self.value = max(self.value, self._read())
+
+    def __enter__(self) -> Peak:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(WAIT)
+
+
+def live_descendants(root: int) -> dict[int, str]:
+    """Every descendant of `root` still alive (not a zombie), read from ``/proc``: pid ->
+    command line."""
+    parents: dict[int, list[int]] = {}
+    alive: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, IndexError):
+            continue  # gone meanwhile
+        parents.setdefault(int(fields[1]), []).append(int(entry.name))
+        if fields[0] not in {"Z", "X"}:
+            alive[int(entry.name)] = cmdline.strip()
+    found: dict[int, str] = {}
+    frontier = [root]
+    while frontier:
+        for child in parents.get(frontier.pop(), []):
+            frontier.append(child)
+            if child in alive:
+                found[child] = alive[child]
+    return found
+
+
+def process_alive(pid: int) -> bool:
+    """True while `pid` names a process that has not ended (a zombie has ended)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return False
+    return fields[0] not in {"Z", "X"}
 
 
 def plan_of(run: TaskRun) -> Any:

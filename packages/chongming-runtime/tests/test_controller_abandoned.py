@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from chongming_core import ConcurrencyPolicy, FailureKind, FakeClock, InMemoryTaskStore, TaskStatus
-from chongming_runtime import Controller, TaskContext
+from chongming_runtime import Controller, Pipeline, TaskContext
 from chongming_runtime._attempt import run_in_current_thread
 from run_helpers import st
 
@@ -206,5 +206,46 @@ def test_a_body_that_never_began_before_its_graceful_window_passed_is_stopped_no
         run_in_current_thread(late.attempts[1])
         assert second.wait(WAIT).status is S.SUCCEEDED
         assert controller.active_count == 0
+    finally:
+        controller.close(timeout=WAIT)
+
+
+def test_a_fail_fast_cancel_of_a_node_whose_body_never_began_ends_it_cancelled_not_lost() -> None:
+    clock = FakeClock()
+    late = LateExecutor()
+    ran: list[str] = []
+
+    def body(ctx: TaskContext, fails: bool) -> str:
+        ran.append(ctx.task_id)
+        if fails:
+            raise RuntimeError("boom")
+        return "ran"
+
+    controller = Controller(
+        store=InMemoryTaskStore(), clock=clock, graceful_stop=0, max_parallel=2, executor=late
+    )
+    controller.register("job", body)
+    pipeline = Pipeline("ff")  # fail_fast
+    pipeline.node("job", True, node_id="boom")
+    pipeline.node("job", False, node_id="slow")
+    try:
+        run = controller.submit_pipeline(pipeline)
+        boom, slow = late.attempts
+        late_node = controller.get(run.task_ids["slow"])
+        assert late_node is not None
+        assert late_node.status is S.STARTING  # launched; its thread has not begun
+        run_in_current_thread(boom)  # fails: fail_fast cancels the released "slow"
+        clock.advance(0)  # a window of 0 s: over before the thread of "slow" begins
+        outcome = run.wait(WAIT)
+        # its body never ran and never will: cancelled, not "abandoned, may still be running"
+        cancelled = outcome.nodes["slow"]
+        assert cancelled.status is S.CANCELLED
+        assert cancelled.failure is not None
+        assert cancelled.failure.kind is FailureKind.CANCELLED
+        assert "fail_fast" in cancelled.failure.message
+        assert outcome.status is S.FAILED
+        run_in_current_thread(slow)  # the thread begins at last: refused
+        assert ran == [run.task_ids["boom"]]
+        assert controller.active_count == 0  # nothing held for a body that does not exist
     finally:
         controller.close(timeout=WAIT)

@@ -9,8 +9,9 @@ timer while it waits; a start timeout is the only timer a queued run may hold.
 * A timeout sets the attempt's stop flag without entering ``stopping`` [R2]; it is
   recorded as ``timeout_start``/``timeout_attempt``/``timeout_idle`` (retryable).
   A start timeout before the attempt is launched cancels the task [R1].
-* When the graceful window passes, a thread is abandoned (``lost``) while a
-  process is terminated, then killed [R9].
+* When the graceful window passes, a thread body is abandoned (``lost``) while a
+  process is terminated, then killed [R9]; a thread that has not begun the body yet
+  never will, and the attempt ends as if the body had unwound at once (D55).
 """
 
 from __future__ import annotations
@@ -211,9 +212,11 @@ class Deadlines(RunCore):
             else:
                 retry_now = False
                 self._abandon(attempt)
-        self._deliver()
-        if retry_now:
-            self._kick()
+        try:
+            self._deliver()
+        finally:  # even when a listener interrupts the telling: the retry is due
+            if retry_now:
+                self._kick()
 
     def _abandon(self, attempt: Attempt) -> None:
         """End a body that did not unwind in its graceful window: ``lost``. Call under the
