@@ -80,6 +80,7 @@ def test_every_distinct_id_gets_a_folder_of_its_own(tmp_path: Path) -> None:
     # a later task never overwrote an earlier one's file: each folder holds its own id
     for task_id, folder in folders.items():
         assert (folder / "id.txt").read_text(encoding="utf-8") == repr(task_id)
+        assert [p.name for p in folder.parent.rglob("*")] == ["attempt-1", "id.txt"]
         assert folder.parent.parent == tmp_path  # inside the root, never above or beside it
         assert folder.name == "attempt-1"
     names = [folder.parent.name for folder in folders.values()]
