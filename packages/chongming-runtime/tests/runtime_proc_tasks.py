@@ -144,3 +144,10 @@ def new_session(ctx: Any) -> int:
     """A body that detaches into a session of its own (daemon-style helpers do)."""
     os.setsid()
     return os.getsid(0)
+
+
+def write_artifact(ctx: Any, text: str) -> str:
+    """Write `text` to ``out.txt`` in the attempt's artifact folder; return the folder."""
+    folder: Path = ctx.artifact_dir
+    (folder / "out.txt").write_text(text, encoding="utf-8")
+    return str(folder)

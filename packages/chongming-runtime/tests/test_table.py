@@ -7,7 +7,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from chongming_core import Failure, FailureKind, Progress, TaskSnapshot, TaskStatus
-from chongming_runtime._table import display_width, format_elapsed, render_table, truncate
+from chongming_runtime._table import (
+    display_width,
+    format_elapsed,
+    printable,
+    render_table,
+    truncate,
+)
 
 NOW = datetime(2026, 10, 2, 12, 0, tzinfo=UTC)
 
@@ -102,3 +108,27 @@ def test_stored_text_is_shown_escaped_never_as_control_characters() -> None:
     row = lines[2]
     assert row.isprintable()
     assert row.split()[:3] == ["t\\n0", "evil\\x1b]0;pwned\\x07\\x9b2J", "running"]
+
+
+def test_a_narrow_encoding_escapes_before_the_columns_are_measured() -> None:
+    """On an ASCII-only stream a label is printed as escapes: the columns are laid out
+    for what is printed, not for the characters it stands for."""
+    rows = [
+        _snap("任务-1", "转换😀", TaskStatus.RUNNING, attempt=1, started_at=NOW),
+        _snap("t-2", "plain", TaskStatus.QUEUED, progress=Progress(1, unit="行")),
+    ]
+    lines = render_table(rows, now=NOW, encoding="ascii").splitlines()
+    assert all(line.isascii() for line in lines)
+    assert lines[2].split()[:2] == ["\\u4efb\\u52a1-1", "\\u8f6c\\u6362\\U0001f600"]
+    assert "1 \\u884c" in lines[3]
+    starts = {line.index(word) for line, word in zip(lines[2:], ["running", "queued"], strict=True)}
+    assert starts == {lines[0].index("STATUS")}
+    # a cut name ends with what the stream can hold
+    long = _snap("t-3", "转换" * 30, TaskStatus.QUEUED)
+    cut = render_table([long], now=NOW, encoding="ascii", max_name_width=20).splitlines()[2]
+    assert cut.split()[1].endswith("...")
+    assert len(cut.split()[1]) <= 20
+    assert truncate("abcdef", 4, "ascii") == "a..."
+    assert truncate("abcdef", 4, "utf-8") == "abc…"
+    assert printable("é", "latin-1") == "é"
+    assert printable("é\n", "ascii") == "\\xe9\\n"

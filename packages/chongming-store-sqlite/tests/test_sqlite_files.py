@@ -410,3 +410,23 @@ def test_the_write_ahead_log_shrinks_back_after_a_long_reader(
             store.create(StateMachine.create(f"t{index}", "x", label="y" * 200).snapshot)
         assert grown > 10 * 1024 * 1024
         assert wal.stat().st_size < grown / 10
+
+
+@posix_only
+def test_a_url_names_a_file_that_is_not_utf8_by_its_percent_encoded_bytes(
+    tmp_path: Path,
+) -> None:
+    """``%FF`` is the byte 0xff of the file name (as `os.fsdecode` reads it), not U+FFFD,
+    which would open, and create, another file."""
+    from chongming_store_sqlite._url import store_from_url
+
+    target = os.fsdecode(os.fsencode(tmp_path) + b"/\xff.db")
+    make_store_file(Path(target))
+    with store_from_url(f"sqlite:///{tmp_path}/%FF.db") as store:
+        assert store.get("t0") is not None
+    with store_from_url(f"sqlite:///{tmp_path}/%E4%BB%BB.db") as store:
+        store.create(*build_task("t9", TaskStatus.RUNNING))
+    names = os.listdir(os.fsencode(tmp_path))
+    assert b"\xff.db" in names
+    assert "任.db".encode() in names
+    assert "\ufffd.db".encode() not in names

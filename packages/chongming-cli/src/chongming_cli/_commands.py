@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
 
+from chongming_cli._encoding import stream_encoding
 from chongming_cli._exit import EXIT_OK, CliError
 from chongming_cli._loading import load_task_module
 from chongming_cli._output import (
@@ -23,7 +24,14 @@ from chongming_cli._output import (
 )
 from chongming_cli._session import NodeOptions, open_controller
 from chongming_core import TaskSnapshot, TaskStatus
-from chongming_runtime import Controller, RegisteredTask, format_elapsed, printable, render_table
+from chongming_runtime import (
+    Controller,
+    RegisteredTask,
+    encodable,
+    format_elapsed,
+    printable,
+    render_table,
+)
 
 __all__ = ["COMMANDS", "Console"]
 
@@ -41,13 +49,18 @@ class Console:
         """Colours for `out`."""
         return Palette(self.out, self.environ)
 
+    @property
+    def encoding(self) -> str | None:
+        """The encoding of `out`, for tables measured on what it can hold."""
+        return stream_encoding(self.out)
+
     def say(self, text: str) -> None:
-        """A result line on `out`."""
-        self.out.write(text + "\n")
+        """A result line on `out` (what its encoding cannot hold written as escapes)."""
+        self.out.write(encodable(text + "\n", self.encoding or "utf-8"))
 
     def note(self, text: str) -> None:
         """A message on `err` (progress, hints), never mixed into results."""
-        self.err.write(text + "\n")
+        self.err.write(encodable(text + "\n", stream_encoding(self.err) or "utf-8"))
         self.err.flush()
 
 
@@ -103,7 +116,11 @@ def cmd_tasks(args: argparse.Namespace, node: NodeOptions, console: Console) -> 
         ]
         for d in definitions
     ]
-    console.say(render_rows(("NAME", "TAGS", "ATTEMPTS", "TIMEOUT", "DESCRIPTION"), rows))
+    console.say(
+        render_rows(
+            ("NAME", "TAGS", "ATTEMPTS", "TIMEOUT", "DESCRIPTION"), rows, encoding=console.encoding
+        )
+    )
     return EXIT_OK
 
 
@@ -146,7 +163,7 @@ def cmd_ps(args: argparse.Namespace, node: NodeOptions, console: Console) -> int
     if args.json:
         write_json(console.out, [s.to_dict() for s in found])
         return EXIT_OK
-    console.say(render_table(found, now=now))
+    console.say(render_table(found, now=now, encoding=console.encoding))
     unrenewed = [s.task_id for s in found if lease_expired_for(s, now) is not None]
     if unrenewed:
         shown = ", ".join(printable(t) for t in unrenewed[:10])
@@ -178,7 +195,7 @@ def cmd_history(args: argparse.Namespace, node: NodeOptions, console: Console) -
     if args.json:
         write_json(console.out, [t.to_dict() for t in transitions])
     else:
-        console.say(render_rows(HISTORY_HEADER, history_rows(transitions)))
+        console.say(render_rows(HISTORY_HEADER, history_rows(transitions), console.encoding))
     return EXIT_OK
 
 
@@ -327,7 +344,7 @@ def cmd_reconcile(args: argparse.Namespace, node: NodeOptions, console: Console)
         if group:
             console.say("")
             console.say(title)
-            console.say(render_table(group))
+            console.say(render_table(group, encoding=console.encoding))
     return EXIT_OK
 
 

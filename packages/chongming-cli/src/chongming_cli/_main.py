@@ -5,9 +5,10 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from chongming_cli._commands import COMMANDS, Console
+from chongming_cli._encoding import protected_streams, recover_arguments, recover_environ
 from chongming_cli._exit import EXIT_FAILED, CliError
 from chongming_cli._parser import PROG, UsageError, build_parser
 from chongming_cli._run import cmd_run
@@ -45,15 +46,24 @@ def _describe(exc: BaseException) -> str:
     )
 
 
-def _secrets(db: str | None, dsn: str | None) -> tuple[str, ...]:
+def _secrets(db: str | None, dsn: str | None, environ: Mapping[str, str]) -> tuple[str, ...]:
     try:
-        return resolve_location(db, dsn).secrets
-    except CliError:
+        return resolve_location(db, dsn, environ).secrets
+    except Exception:  # reported by the command itself, as one line
         return ()
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run ``chongming-task`` with `argv` (default ``sys.argv[1:]``); returns the exit code."""
+    """Run ``chongming-task`` with `argv` (default ``sys.argv[1:]``); returns the exit code.
+
+    Whatever the encoding of stdout and stderr (an ASCII-only one too), nothing written
+    raises: what a stream cannot hold is written as a backslash escape.
+    """
+    with protected_streams(sys.stdout, sys.stderr):
+        return _main(argv)
+
+
+def _main(argv: Sequence[str] | None) -> int:
     console = Console(out=sys.stdout, err=sys.stderr)
     parser = build_parser()
     try:
@@ -63,10 +73,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_FAILED
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else EXIT_FAILED
-    secrets = _secrets(args.db, args.dsn)
+    # a file path keeps its bytes; other text that is UTF-8 is read as such (see _encoding)
+    recover_arguments(args, paths=frozenset({"db"}))
+    environ = recover_environ(os.environ, paths=frozenset({"CHONGMING_DB"}))
+    secrets = _secrets(args.db, args.dsn, environ)
     debug = bool(args.debug) or os.environ.get("CHONGMING_DEBUG", "") not in {"", "0"}
     try:
-        node = resolve_node(args)
+        node = resolve_node(args, environ)
         if args.command == "run":
             return cmd_run(args, node, console)
         return COMMANDS[args.command](args, node, console)

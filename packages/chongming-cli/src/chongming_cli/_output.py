@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, TextIO
 
+from chongming_cli._encoding import json_text, stream_encoding
 from chongming_core import TaskSnapshot, TaskStatus, Transition
 from chongming_runtime import TaskOutcome, display_width, format_elapsed, printable
 
@@ -61,9 +62,12 @@ class Palette:
         return status.value
 
 
-def render_rows(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """An aligned text table with a header and a rule, in the style of `render_table`."""
-    rows = [[printable(cell) for cell in row] for row in rows]  # stored text: see printable
+def render_rows(
+    header: Sequence[str], rows: Sequence[Sequence[str]], encoding: str | None = None
+) -> str:
+    """An aligned text table with a header and a rule, in the style of `render_table`
+    (cells escaped for `encoding` before they are measured)."""
+    rows = [[printable(cell, encoding) for cell in row] for row in rows]  # stored text
     widths = [display_width(h) for h in header]
     for row in rows:
         for i, cell in enumerate(row):
@@ -79,8 +83,9 @@ def render_rows(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def write_json(stream: TextIO, document: Any) -> None:
-    """One JSON document (UTF-8 text kept as is, so labels in any script stay readable)."""
-    stream.write(json.dumps(document, ensure_ascii=False, indent=2, default=str) + "\n")
+    """One JSON document (UTF-8 text kept as is, so labels in any script stay readable;
+    ``\\u`` escapes where the stream's encoding cannot hold it)."""
+    stream.write(json_text(document, stream_encoding(stream)) + "\n")
 
 
 def format_value(value: Any) -> str:

@@ -11,7 +11,9 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
+from chongming_cli._encoding import stream_encoding
 from chongming_core import Progress, TaskSnapshot
+from chongming_runtime import display_width, printable
 
 __all__ = ["ProgressReporter", "progress_bar"]
 
@@ -66,11 +68,14 @@ class ProgressReporter:
             return False
         self._last_at = now
         self._last_shown = progress
-        text = progress_bar(progress)
+        # the unit and message are the task's text: escaped (controls, and what the
+        # stream cannot hold) before the line is measured, in display cells
+        text = printable(progress_bar(progress), stream_encoding(self._stream))
         if self._tty:
-            padding = " " * max(0, self._drawn - len(text))
+            width = display_width(text)
+            padding = " " * max(0, self._drawn - width)
             self._stream.write(f"\r{text}{padding}")
-            self._drawn = len(text)
+            self._drawn = width
         else:
             self._stream.write(f"progress: {text} ({snapshot.status.value})\n")
         self._stream.flush()

@@ -10,7 +10,6 @@ as the library reports it). The exit code follows the outcome.
 from __future__ import annotations
 
 import argparse
-import shlex
 import signal
 import threading
 from collections.abc import Iterator
@@ -19,6 +18,7 @@ from types import FrameType
 from typing import Any
 
 from chongming_cli._commands import Console
+from chongming_cli._encoding import shell_word
 from chongming_cli._exit import EXIT_OK, EXIT_TASK_NOT_SUCCEEDED, CliError
 from chongming_cli._loading import check_task_args, load_task_module, parse_task_args
 from chongming_cli._output import format_outcome, write_json
@@ -111,7 +111,7 @@ def cmd_run(args: argparse.Namespace, node: NodeOptions, console: Console) -> in
             if controller.flush():  # visible to other processes before we say so
                 console.note(
                     f"{running}; stop it from another terminal with: "
-                    f"chongming-task{where} stop {shlex.quote(printable(run.task_id))}"
+                    f"chongming-task{where} stop {shell_word(run.task_id)}"
                 )
             else:
                 console.note(
@@ -157,9 +157,9 @@ def _store_option(node: NodeOptions) -> str:
     """The store option another terminal needs to reach this store (none for the env/default)."""
     location = node.location
     if location.source == "--db":
-        return f" --db {shlex.quote(location.label)}"
+        return f" --db {shell_word(location.label)}"
     if location.source == "--dsn":
-        return f" --dsn {shlex.quote(location.label)}"
+        return f" --dsn {shell_word(location.label)}"
     return ""
 
 

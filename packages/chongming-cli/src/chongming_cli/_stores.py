@@ -11,13 +11,13 @@ from __future__ import annotations
 import importlib
 import os
 import re
-import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
-from urllib.parse import quote, unquote, urlsplit
+from urllib.parse import quote, unquote, unquote_to_bytes, urlsplit
 
+from chongming_cli._encoding import shell_word, undecodable
 from chongming_cli._exit import CliError
 from chongming_core import TaskStore
 
@@ -62,9 +62,13 @@ class StoreLocation:
 
 
 def sqlite_url(path: str | os.PathLike[str]) -> str:
-    """The ``sqlite:///`` URL of a file path (absolute paths give ``sqlite:////abs``)."""
+    """The ``sqlite:///`` URL of a file path (absolute paths give ``sqlite:////abs``).
+
+    The path's bytes are percent-encoded, so a file name that is not UTF-8 (``\\xff.db``,
+    a lone surrogate in Python) is ``%FF.db``, and the SQLite backend opens that file.
+    """
     absolute = Path(path).expanduser().absolute().as_posix()
-    return "sqlite:///" + quote(absolute, safe="/:")
+    return "sqlite:///" + quote(os.fsencode(absolute), safe="/:")
 
 
 def _userinfo_password(url: str) -> tuple[str, str, str] | None:
@@ -154,6 +158,13 @@ def _from_path(path: str, source: str) -> StoreLocation:
 
 
 def _from_dsn(dsn: str, source: str) -> StoreLocation:
+    bad = undecodable(dsn)
+    if bad is not None:  # told before anything parses it; the URL is never echoed
+        raise CliError(
+            f"{source} holds a {bad[1]} at position {bad[0]}, which is not UTF-8; a store "
+            "URL is text: percent-encode that byte (e.g. %FF for 0xff), or give a SQLite "
+            "file by its path with --db (or CHONGMING_DB), which may hold any bytes"
+        )
     secrets = _secrets(dsn)
     label = scrub(redact_url(dsn), secrets)
     if _SCHEME.match(dsn) is None:
@@ -175,10 +186,13 @@ def _sqlite_file(url: str) -> Path | None:
         parts = urlsplit(url)
     except ValueError:
         return None  # the backend reports it
-    path = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
-    if parts.netloc or not path or path == ":memory:":
+    path = parts.path[1:] if parts.path.startswith("/") else parts.path
+    if parts.netloc or not path or unquote(path) == ":memory:":
         return None
-    return Path(path)
+    try:  # as the SQLite backend reads it: the percent-escapes are the file name's bytes
+        return Path(os.fsdecode(unquote_to_bytes(path.encode("utf-8", "surrogateescape"))))
+    except UnicodeEncodeError:
+        return None  # the backend reports it
 
 
 def _backends() -> dict[str, EntryPoint]:
@@ -200,7 +214,7 @@ def open_store(location: StoreLocation, *, create: bool) -> TaskStore:
         raise CliError(
             f"no task database at {str(path)!r} (from {location.source}); point "
             f"{option} at an existing file, or create one by running a task: "
-            f"chongming-task --db {shlex.quote(str(path))} run TASK --tasks MODULE"
+            f"chongming-task --db {shell_word(str(path))} run TASK --tasks MODULE"
         )
     match = _SCHEME.match(location.url)
     assert match is not None

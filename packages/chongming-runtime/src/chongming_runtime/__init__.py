@@ -29,6 +29,7 @@ from chongming_runtime._run_task import run_task as run_task
 from chongming_runtime._stats import ControllerStats as ControllerStats
 from chongming_runtime._table import TABLE_COLUMNS as TABLE_COLUMNS
 from chongming_runtime._table import display_width as display_width
+from chongming_runtime._table import encodable as encodable
 from chongming_runtime._table import format_elapsed as format_elapsed
 from chongming_runtime._table import printable as printable
 from chongming_runtime._table import render_table as render_table
@@ -69,6 +70,7 @@ __all__ = [
     "default_owner",
     "describe_buckets",
     "display_width",
+    "encodable",
     "format_elapsed",
     "printable",
     "render_table",

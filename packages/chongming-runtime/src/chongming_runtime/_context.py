@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from chongming_core import ConfigurationError, Progress, TaskCancelled, storable_text
+from chongming_runtime._artifacts import artifact_folder
 from chongming_runtime._control import ControlView
 
 __all__ = ["LOG_LINES_KEPT", "RuntimeContext", "task_logger", "task_logger_name"]
@@ -52,11 +53,6 @@ def task_logger(task_id: str) -> logging.Logger:
     logger = logging.Logger(name)
     logger.parent = logging.getLogger("chongming_task.task")
     return logger
-
-
-def _safe_path_part(text: str) -> str:
-    cleaned = text.replace("/", "_").replace("\\", "_").replace("\x00", "_")
-    return cleaned if cleaned not in {"", ".", ".."} else f"_{cleaned}_"
 
 
 class _Heartbeat:
@@ -253,7 +249,11 @@ class RuntimeContext:
     # ---------------------------------------------------------------- data
     @property
     def artifact_dir(self) -> Path:
-        """``<artifact_dir>/<task_id>/attempt-<n>``, created on first use.
+        """``<artifact_dir>/<task_id>/attempt-<n>``, created owner-only on first use.
+
+        The task id is the folder's name when it is a plain lower-case name; any other
+        id gets a readable prefix and a hash of the id (``x_y~<16 hex>`` for ``x/y``), so
+        distinct ids never share a folder (see `chongming_runtime._artifacts`).
 
         Raises:
             ConfigurationError: no ``artifact_dir=`` was given to `TaskRun` / `run_task` /
@@ -266,9 +266,7 @@ class RuntimeContext:
                     "to TaskRun(...), run_task(...) or Controller(...) to give each attempt "
                     "its own folder"
                 )
-            folder = self._artifact_root / _safe_path_part(self.task_id) / f"attempt-{self.attempt}"
-            folder.mkdir(parents=True, exist_ok=True)
-            self._artifact_dir = folder
+            self._artifact_dir = artifact_folder(self._artifact_root, self.task_id, self.attempt)
         return self._artifact_dir
 
     @property

@@ -15,6 +15,7 @@ from chongming_core import TaskSnapshot
 __all__ = [
     "TABLE_COLUMNS",
     "display_width",
+    "encodable",
     "format_elapsed",
     "pad",
     "printable",
@@ -25,13 +26,34 @@ __all__ = [
 TABLE_COLUMNS = ("TASK_ID", "NAME", "STATUS", "ATTEMPT", "ELAPSED", "PROGRESS", "BUCKET", "FAILURE")
 
 
-def printable(text: str) -> str:
+def printable(text: str, encoding: str | None = None) -> str:
     """`text` with line breaks and every other control character escaped (``\\n``,
     ``\\x1b``...): what a task's record holds came from its submitter, and shown as it
-    is, an escape sequence would drive the terminal and a line break would forge rows."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+    is, an escape sequence would drive the terminal and a line break would forge rows.
+
+    Args:
+        text: the text to show.
+        encoding: the encoding of the stream it is written to (e.g. ``sys.stdout.encoding``):
+            characters it cannot hold are escaped too (``\\u4efb``), so a table measured
+            on the result stays aligned where it is printed. None: any character goes.
+    """
+    if not text.isprintable():
+        text = "".join(c if c.isprintable() else c.encode("unicode_escape").decode() for c in text)
+    return text if encoding is None else encodable(text, encoding)
+
+
+def encodable(text: str, encoding: str) -> str:
+    """`text` with the characters `encoding` cannot hold written as ``\\xe9``, ``\\u4efb``,
+    ``\\U0001f600`` (an unknown encoding is taken as able to hold everything)."""
+    if text.isascii():
+        return text  # every encoding a console uses holds ASCII
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        return text.encode(encoding, "backslashreplace").decode(encoding)
+    except LookupError:
+        pass
+    return text
 
 
 def _char_width(char: str) -> int:
@@ -54,19 +76,22 @@ def pad(text: str, width: int) -> str:
     return text + " " * max(0, width - display_width(text))
 
 
-def truncate(text: str, width: int) -> str:
-    """`text` cut to at most `width` display cells, marking a cut with ``…``."""
+def truncate(text: str, width: int, encoding: str | None = None) -> str:
+    """`text` cut to at most `width` display cells, marking a cut with ``…`` (``...`` where
+    `encoding` cannot hold it)."""
     if display_width(text) <= width:
         return text
+    marker = "…" if encoding is None or encodable("…", encoding) == "…" else "..."
     out: list[str] = []
     used = 0
+    room = width - display_width(marker)
     for char in text:
         w = _char_width(char)
-        if used + w > width - 1:
+        if used + w > room:
             break
         out.append(char)
         used += w
-    return "".join(out) + "…"
+    return "".join(out) + marker
 
 
 def format_elapsed(seconds: float | None) -> str:
@@ -82,18 +107,20 @@ def format_elapsed(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
-def _row(snapshot: TaskSnapshot, now: datetime, name_width: int | None) -> list[str]:
-    name = printable(snapshot.display_name)
+def _row(
+    snapshot: TaskSnapshot, now: datetime, name_width: int | None, encoding: str | None
+) -> list[str]:
+    name = printable(snapshot.display_name, encoding)
     if name_width is not None:
-        name = truncate(name, name_width)
-    progress = printable(snapshot.progress.render()) if snapshot.progress is not None else "-"
+        name = truncate(name, name_width, encoding)
+    progress = snapshot.progress
     return [
-        printable(snapshot.task_id),
+        printable(snapshot.task_id, encoding),
         name,
         snapshot.status.value,
         f"{snapshot.attempt}/{snapshot.max_attempts}",
         format_elapsed(snapshot.elapsed(now)),
-        progress,
+        "-" if progress is None else printable(progress.render(), encoding),
         "-" if snapshot.bucket is None else str(snapshot.bucket),
         "-" if snapshot.failure is None else snapshot.failure.kind.value,
     ]
@@ -105,12 +132,15 @@ def render_table(
     now: datetime | None = None,
     columns: Sequence[str] = TABLE_COLUMNS,
     max_name_width: int | None = 40,
+    encoding: str | None = None,
 ) -> str:
     """Render snapshots as an aligned text table with a header and a rule.
 
     The NAME column shows the label when there is one, else the registered name
     (R11). ELAPSED is ``-`` for a task that never ran: a duration there would
-    read as "it has been running this long".
+    read as "it has been running this long". Give the `encoding` of the stream the
+    table goes to when it may not hold every character (an ASCII-only stdout): what
+    it cannot hold is escaped before the columns are measured (see `printable`).
 
     Example::
 
@@ -122,7 +152,8 @@ def render_table(
     moment = now or datetime.now(UTC)
     index = [TABLE_COLUMNS.index(c) for c in columns]
     rows = [
-        [full[i] for i in index] for full in (_row(s, moment, max_name_width) for s in snapshots)
+        [full[i] for i in index]
+        for full in (_row(s, moment, max_name_width, encoding) for s in snapshots)
     ]
     header = list(columns)
     widths = [display_width(h) for h in header]

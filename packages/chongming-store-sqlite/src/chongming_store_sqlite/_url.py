@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from urllib.parse import unquote, urlsplit
+import os
+from urllib.parse import unquote_to_bytes, urlsplit
 
 from chongming_core import ConfigurationError
 from chongming_store_sqlite._store import SqliteTaskStore
@@ -27,7 +28,21 @@ def store_from_url(url: str) -> SqliteTaskStore:
             f"SQLite URLs have no host ({parts.netloc!r} in {url!r}); write "
             "sqlite:///relative.db or sqlite:////absolute/path.db"
         )
-    path = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
+    path = _file_name(parts.path[1:] if parts.path.startswith("/") else parts.path, url)
     if not path:
         raise ConfigurationError(f"the SQLite URL {url!r} names no file; write sqlite:///tasks.db")
     return SqliteTaskStore(path)
+
+
+def _file_name(encoded: str, url: str) -> str:
+    """The file name a URL path spells: its percent-escapes are the name's bytes (``%FF``
+    for 0xff, a name that is not UTF-8), decoded as `os.fsdecode` does, so the store opens
+    that very file instead of one named with U+FFFD."""
+    try:
+        raw = encoded.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise ConfigurationError(
+            f"the SQLite URL {url!r} holds a lone surrogate; percent-encode the bytes of "
+            "the file name (e.g. %FF for 0xff)"
+        ) from None
+    return os.fsdecode(unquote_to_bytes(raw))
