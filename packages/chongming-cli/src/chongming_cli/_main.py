@@ -8,6 +8,8 @@ import traceback
 from collections.abc import Sequence
 
 from chongming_cli._commands import COMMANDS, Console
+from chongming_cli._completion import complete_if_asked
+from chongming_cli._controls import CONTROLS
 from chongming_cli._exit import EXIT_FAILED, CliError
 from chongming_cli._parser import PROG, UsageError, build_parser
 from chongming_cli._run import cmd_run
@@ -56,6 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``chongming-task`` with `argv` (default ``sys.argv[1:]``); returns the exit code."""
     console = Console(out=sys.stdout, err=sys.stderr)
     parser = build_parser()
+    complete_if_asked(parser)  # a shell asking for completions: answers and exits
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:
@@ -69,7 +72,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         node = resolve_node(args)
         if args.command == "run":
             return cmd_run(args, node, console)
-        return COMMANDS[args.command](args, node, console)
+        command = COMMANDS.get(args.command) or CONTROLS[args.command]
+        return command(args, node, console)
     except (Exception, KeyboardInterrupt) as exc:
         if debug:
             console.note(scrub("".join(traceback.format_exception(exc)).rstrip(), secrets))

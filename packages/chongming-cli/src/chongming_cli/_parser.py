@@ -8,9 +8,11 @@ Global options are accepted before or after the command.
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from chongming_cli._exit import CliError
+from chongming_cli._versions import versions_text
 from chongming_core import TaskStatus
 
 __all__ = ["UsageError", "build_parser"]
@@ -25,6 +27,33 @@ class UsageError(CliError):
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see: {self.prog} --help)")
+
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        # the command is checked here, after the unknown options: `chongming-task --bogus`
+        # is told that --bogus is unknown, not that a command is missing
+        if not extras and getattr(parsed, "command", "") is None:
+            self.error("the following arguments are required: COMMAND")
+        return parsed, extras
+
+
+class _Versions(argparse.Action):
+    """``--version``: the version of every installed chongming distribution, then exit 0."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        kwargs.setdefault("help", "print the version of every installed chongming distribution")
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        parser.exit(message=versions_text() + "\n")
 
 
 _DESCRIPTION = """\
@@ -68,6 +97,14 @@ chongming-task stop TASK_ID. With --owned-buckets covering only some buckets,
 --bucket-key is required (a task in nobody's bucket would never run)."""
 
 
+_CONTROL_EPILOG = """\
+--json prints what happened as one object: {"task_id", "action", "outcome",
+"reason", "status", "holder", "holder_renewing", "command_sent"}. outcome is
+requested (a command was written for the holder), not_confirmed (a pause was
+written; across processes there is no receipt), unchanged (already so: nothing
+was sent) or refused (exit 1; reason says why)."""
+
+
 def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
     """The store and node options; `suppress` keeps a sub-command from resetting them."""
     default = argparse.SUPPRESS if suppress else None
@@ -109,6 +146,13 @@ def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         default=argparse.SUPPRESS if suppress else False,
         help="show the traceback of an error",
     )
+
+
+def _complete_statuses(prefix: str, **_: Any) -> list[str]:
+    """argcomplete's candidates for ``--status``: the statuses, after a comma too."""
+    done, comma, last = prefix.rpartition(",")
+    head = done + comma
+    return [head + s.value for s in TaskStatus if s.value.startswith(last)]
 
 
 def _json_option(parser: argparse.ArgumentParser) -> None:
@@ -161,7 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
     _global_options(parser, suppress=False)
     shared = _Parser(add_help=False)
     _global_options(shared, suppress=True)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.add_argument("--version", action=_Versions)
+    # not required=True: see _Parser.parse_known_args
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(name: str, help_text: str, epilog: str | None = None) -> argparse.ArgumentParser:
         return commands.add_parser(
@@ -201,13 +247,28 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--retries", metavar="N", type=_non_negative, help="retries after a failure (default 0)"
     )
-    run.add_argument("--timeout-start", metavar="SECONDS", type=_seconds)
-    run.add_argument("--timeout-attempt", metavar="SECONDS", type=_seconds)
-    run.add_argument("--timeout-idle", metavar="SECONDS", type=_seconds)
+    run.add_argument(
+        "--timeout-start",
+        metavar="SECONDS",
+        type=_seconds,
+        help="cancel the task if it has not started SECONDS after its submission",
+    )
+    run.add_argument(
+        "--timeout-attempt",
+        metavar="SECONDS",
+        type=_seconds,
+        help="end an attempt that runs longer than SECONDS (retried when --retries allows)",
+    )
+    run.add_argument(
+        "--timeout-idle",
+        metavar="SECONDS",
+        type=_seconds,
+        help="end an attempt whose body reaches no checkpoint() or heartbeat for SECONDS",
+    )
     _json_option(run)
 
     ps = command("ps", "list tasks (of every process sharing the store)")
-    ps.add_argument(
+    status_option = ps.add_argument(
         "--status",
         action="append",
         default=None,
@@ -216,6 +277,7 @@ def build_parser() -> argparse.ArgumentParser:
         + ", ".join(s.value for s in TaskStatus)
         + ")",
     )
+    setattr(status_option, "completer", _complete_statuses)  # noqa: B010 - read by argcomplete
     ps.add_argument("--name-prefix", metavar="PREFIX", help="registered names starting with this")
     ps.add_argument("--tag", help="only tasks with this tag")
     ps.add_argument("--bucket", type=_non_negative, help="only tasks in this bucket")
@@ -233,15 +295,21 @@ def build_parser() -> argparse.ArgumentParser:
     _json_option(command("stats", "count tasks per status"))
     _json_option(command("buckets", "count tasks per bucket"))
 
-    stop = command("stop", "request a stop (a command to the process that runs the task)")
+    stop = command(
+        "stop", "request a stop (a command to the process that runs the task)", _CONTROL_EPILOG
+    )
     stop.add_argument("task_id", metavar="TASK_ID")
     stop.add_argument("--reason", help="why (kept in the task's history)")
     pause = command(
-        "pause", "request a pause (across processes it is not confirmed: check with status)"
+        "pause",
+        "request a pause (across processes it is not confirmed: check with status)",
+        _CONTROL_EPILOG,
     )
     pause.add_argument("task_id", metavar="TASK_ID")
-    resume = command("resume", "withdraw a pause")
+    resume = command("resume", "withdraw a pause", _CONTROL_EPILOG)
     resume.add_argument("task_id", metavar="TASK_ID")
+    for control in (stop, pause, resume):
+        _json_option(control)
 
     reconcile = command(
         "reconcile", "mark tasks whose supervising process is gone as lost (this node's buckets)"
@@ -252,7 +320,13 @@ def build_parser() -> argparse.ArgumentParser:
     _json_option(reconcile)
 
     prune = command("prune", "drop all but the newest N finished tasks from the store")
-    prune.add_argument("--keep-terminal", metavar="N", type=_non_negative, required=True)
+    prune.add_argument(
+        "--keep-terminal",
+        metavar="N",
+        type=_non_negative,
+        required=True,
+        help="how many of the most recently finished tasks to keep (0 drops them all)",
+    )
 
     command("dashboard", 'open the live dashboard (needs: pip install "chongming-task[tui]")')
     return parser
