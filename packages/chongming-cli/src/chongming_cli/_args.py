@@ -147,7 +147,8 @@ def convert_args(
 
 
 def _annotations(fn: Callable[..., Any]) -> dict[str, Any]:
-    """Parameter name -> annotation (``"**"`` for the ``**kwargs`` one); missing ones absent."""
+    """Parameter name -> annotation (``"**"`` for the ``**kwargs`` one; `Any` for a
+    parameter without one)."""
     try:
         parameters = list(inspect.signature(fn).parameters.values())[1:]
     except (TypeError, ValueError):
@@ -162,7 +163,7 @@ def _annotations(fn: Callable[..., Any]) -> dict[str, Any]:
             continue
         annotation = hints.get(parameter.name, parameter.annotation)
         if annotation is parameter.empty:
-            continue
+            annotation = Any
         if isinstance(annotation, str):  # unresolved: only the simple names are known
             annotation = _SIMPLE.get(annotation.strip(), Any)
         key = "**" if parameter.kind is parameter.VAR_KEYWORD else parameter.name

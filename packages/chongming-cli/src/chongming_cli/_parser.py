@@ -8,6 +8,7 @@ Global options are accepted before or after the command.
 from __future__ import annotations
 
 import argparse
+import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
@@ -53,7 +54,8 @@ class _Versions(argparse.Action):
         values: str | Sequence[Any] | None,
         option_string: str | None = None,
     ) -> None:
-        parser.exit(message=versions_text() + "\n")
+        sys.stdout.write(versions_text() + "\n")  # a result: stdout, as argparse's version does
+        parser.exit()
 
 
 _DESCRIPTION = """\
