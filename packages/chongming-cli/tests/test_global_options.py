@@ -106,3 +106,26 @@ def test_completion_offers_commands_options_and_statuses(tmp_path: Path, shell: 
         "running,pausing",
     ]
     assert _complete("chongming-task run x --tasks m --executor p", tmp_path, shell) == ["process"]
+
+
+def test_the_documented_activation_registers_the_command() -> None:
+    """docs/cli.md's lines: bash (and zsh) eval the script, fish sources its own."""
+    register = Path(sys.executable).parent / "register-python-argcomplete"
+    bash = subprocess.run(
+        ["bash", "-c", f'eval "$({register} chongming-task)" && complete -p chongming-task'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert bash.returncode == 0, bash.stderr
+    assert "chongming-task" in bash.stdout
+    fish = subprocess.run(
+        [str(register), "--shell", "fish", "chongming-task"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert fish.returncode == 0, fish.stderr
+    assert "complete --command chongming-task" in fish.stdout

@@ -67,8 +67,10 @@ store:
   The tasks live in a SQLite file by default: --db, else $CHONGMING_DB, else
   ./chongming.db. --dsn (or $CHONGMING_DSN) takes a store URL instead, e.g.
   postgresql://user@host:5432/db (pip install "chongming-task[postgres]"); any
-  backend registered under the "chongming.stores" entry points works. Options
-  win over environment variables. Passwords are never printed.
+  backend registered under the "chongming.stores" entry points works; ?schema=NAME
+  picks the PostgreSQL schema (default chongming). Options win over environment
+  variables. Passwords are never printed. Only run creates a store (or migrates an
+  older one); every other command opens an existing store and changes nothing.
 
 exit codes:
   0  the command did what was asked
@@ -86,17 +88,22 @@ examples:
 """
 
 _RUN_EPILOG = """\
---arg NAME=VALUE passes a keyword argument to the task. VALUE is parsed as JSON
-when it is valid JSON, else kept as a string:
-  --arg n=3 -> 3    --arg flag=true -> True    --arg ids='[1, 2]' -> [1, 2]
-  --arg s=kafka://x -> "kafka://x"    --arg s='"42"' -> "42" (a JSON string)
+--arg NAME=VALUE passes a keyword argument to the task, converted by the type
+annotation of the task's parameter before anything is submitted (a value that
+does not convert is refused, exit 1):
+  str: the text as it is (--arg code=007 -> "007")    int: --arg n=3 -> 3
+  float: --arg ratio=0.5    bool: --arg flag=true -> True (false, yes, no, 1, 0)
+  X | None: --arg limit=null -> None    other types: JSON (--arg ids='[1, 2]')
+Without an annotation (or Any) VALUE is parsed as JSON when it is valid JSON, else
+kept as a string: --arg n=3 -> 3, --arg s=kafka://x -> "kafka://x".
 Nothing is ever evaluated as code.
 
 run stays in the foreground until the task ends and prints its outcome; the exit
 code is 0 when it succeeded and 3 otherwise. Ctrl-C or SIGTERM stops the task
-cleanly (graceful window, then the outcome). To stop it from another terminal:
-chongming-task stop TASK_ID. With --owned-buckets covering only some buckets,
---bucket-key is required (a task in nobody's bucket would never run)."""
+cleanly (graceful window, then the outcome). To stop it from another terminal,
+paste the command it prints ("stop it from another terminal with: ..."). With
+--owned-buckets covering only some buckets, --bucket-key is required (a task in
+nobody's bucket would never run)."""
 
 
 _CONTROL_EPILOG = """\
@@ -233,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         action="append",
         default=[],
-        help="a keyword argument of the task (JSON, else a string); repeatable",
+        help="a keyword argument of the task, converted by its annotation; repeatable",
     )
     run.add_argument("--task-id", metavar="ID", help="the task's id (default NAME-<random>)")
     run.add_argument("--label", help="display name (any script)")
