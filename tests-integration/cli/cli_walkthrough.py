@@ -217,7 +217,7 @@ def generate() -> str:
                     "day=2026-10-02",
                     "--arg",
                     "rows=many",
-                ),  # fmt: skip
+                ),
             )
         )
         return normalise("\n\n".join(parts))
