@@ -1,19 +1,38 @@
 # chongming — every target installs uv if needed and syncs the environment itself.
 SHELL := /bin/bash
 export UV_PYTHON_DOWNLOADS := never
-export UV_PYTHON ?= python3.11
+# uv runs on the first of these on PATH that is a Python >= 3.11 (choose another with
+# `make UV_PYTHON=/path/to/python ...`; `make python` says which one is used)
+PYTHON_CANDIDATES := python3.11 python3.12 python3.13 python3.14 python3
+ifeq ($(origin UV_PYTHON),undefined)
+UV_PYTHON := $(shell for p in $(PYTHON_CANDIDATES); do \
+	if command -v $$p >/dev/null 2>&1 && \
+		$$p -c 'import sys; sys.exit(sys.version_info < (3, 11))' >/dev/null 2>&1; \
+	then echo $$p; break; fi; done)
+endif
+export UV_PYTHON
 UV ?= uv
+
+define NEED_PYTHON
+@test -n "$(UV_PYTHON)" || { echo "no Python >= 3.11 on PATH (tried: $(PYTHON_CANDIDATES));" \
+	"install one, or name it: make UV_PYTHON=/path/to/python3.12 $@" >&2; exit 1; }
+endef
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
 
-.PHONY: help uv sync demo test lint bench soak fmt dashboard build
+.PHONY: help python uv sync demo test lint bench soak fmt dashboard build
 
 help: ## show the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
+python: ## show the Python the targets run on
+	$(NEED_PYTHON)
+	@echo "$(UV_PYTHON)"
+
 uv:
-	@command -v $(UV) >/dev/null 2>&1 || python3 -m pip install --quiet uv
+	$(NEED_PYTHON)
+	@command -v $(UV) >/dev/null 2>&1 || $(UV_PYTHON) -m pip install --quiet uv
 
 sync: uv ## install every package and the dev tools into .venv
 	@$(UV) sync --all-packages --all-extras --frozen --quiet

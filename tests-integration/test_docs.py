@@ -59,6 +59,25 @@ def test_python_blocks_run(path: Path, tmp_path: Path) -> None:
     assert done.returncode == 0, f"{path.name}:\n{done.stdout}\n{done.stderr}"
 
 
+def test_the_readme_tour_runs_twice_in_a_row(tmp_path: Path) -> None:
+    """The front door: a second run of the tour, in the same folder, works as the first
+    (its store and fixed task ids used to stay and make it fail with a traceback)."""
+    script = tmp_path / "tour.py"
+    script.write_text("\n\n".join(_blocks(ROOT / "README.md")), encoding="utf-8")
+    for run in (1, 2):
+        done = subprocess.run(
+            [sys.executable, str(script)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+        assert done.returncode == 0, f"run {run}:\n{done.stdout}\n{done.stderr}"
+        assert "Traceback" not in done.stderr
+    assert (tmp_path / "tour.db").exists()  # left for `chongming-task --db tour.db ps`
+
+
 def test_fence_parser_honours_not_runnable_markers(tmp_path: Path) -> None:
     sample = tmp_path / "sample.md"
     sample.write_text(

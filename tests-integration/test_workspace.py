@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ROOT / "packages"
@@ -71,3 +75,42 @@ def test_sibling_dependencies_come_from_the_workspace() -> None:
             name = requirement.split("==")[0].strip()
             if name in DISTRIBUTIONS:
                 assert sources.get(name) == {"workspace": True}, (dist, name)
+
+
+def _make_python(bin_dir: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``make -s python`` with only `bin_dir` on PATH."""
+    return subprocess.run(
+        [str(bin_dir / "make"), "-s", "-C", str(ROOT), "python"],
+        env={"PATH": str(bin_dir), "HOME": str(bin_dir), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="needs make")
+def test_the_makefile_finds_a_python_of_at_least_3_11(tmp_path: Path) -> None:
+    """Not only python3.11: the first of python3.11 ... python3 on PATH that is >= 3.11."""
+    make = shutil.which("make")
+    assert make is not None
+    (tmp_path / "make").symlink_to(make)
+
+    def fake(name: str, suitable: bool) -> None:  # answers the Makefile's version check
+        path = tmp_path / name
+        path.write_text(f"#!/bin/sh\nexit {0 if suitable else 1}\n", encoding="utf-8")
+        path.chmod(0o755)
+
+    fake("python3", suitable=False)
+    refused = _make_python(tmp_path)
+    assert refused.returncode != 0
+    assert "no Python >= 3.11 on PATH (tried: python3.11 python3.12" in refused.stderr
+    assert "make UV_PYTHON=/path/to/python3.12" in refused.stderr
+    fake("python3.13", suitable=True)
+    found = _make_python(tmp_path)
+    assert found.returncode == 0, found.stderr
+    assert found.stdout.strip() == "python3.13"
+    fake("python3.11", suitable=True)
+    assert _make_python(tmp_path).stdout.strip() == "python3.11"  # the first one wins
+    chosen = _make_python(tmp_path, UV_PYTHON="/opt/py/bin/python3")
+    assert chosen.stdout.strip() == "/opt/py/bin/python3"

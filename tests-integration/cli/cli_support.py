@@ -4,6 +4,8 @@ as a real subprocess (``python -m chongming_cli``)."""
 from __future__ import annotations
 
 import os
+import re
+import select
 import subprocess
 import sys
 import textwrap
@@ -11,6 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -113,12 +116,12 @@ class Workspace:
             check=False,
         )
 
-    def spawn(self, *args: str) -> subprocess.Popen[str]:
+    def spawn(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         """Start ``python -m chongming_cli ARGS`` in the background."""
         return subprocess.Popen(
             [sys.executable, "-m", "chongming_cli", *args],
             cwd=self.root,
-            env=self.env,
+            env=env or self.env,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -179,3 +182,38 @@ def make_workspace(root: Path, extra_path: Sequence[Path] = ()) -> Workspace:
     env["PYTHONPATH"] = os.pathsep.join(paths)
     env["PYTHONUNBUFFERED"] = "1"
     return Workspace(root=root, db=root / "tasks.db", env=env)
+
+
+#: A command the console suggests: ``chongming-task`` and its words (a quoted word may hold
+#: spaces; a suggestion ends at ";", ")" or the end of the line).
+HINT = re.compile(r"chongming-task(?: (?:'[^']*'|\"[^\"]*\"|[^\s;)'\"]+))+")
+
+
+def hints(text: str) -> list[str]:
+    """Every command suggested in `text`."""
+    return HINT.findall(text)
+
+
+def paste(
+    workspace: Workspace, hint: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """Run a suggested command as a person pasting it into bash would (in the workspace)."""
+    base = dict(env if env is not None else workspace.env)
+    base["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), base.get("PATH", "")])
+    return subprocess.run(
+        ["bash", "-c", hint],
+        cwd=workspace.root,
+        env=base,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+
+def first_line(stream: IO[str], timeout: float = 20) -> str:
+    """The next line of a background process's pipe (bounded by `timeout`)."""
+    ready, _, _ = select.select([stream], [], [], timeout)
+    if not ready:
+        pytest.fail(f"no line within {timeout}s")
+    return stream.readline()

@@ -175,6 +175,7 @@ def generate() -> str:
             ops = [*db, "--owner", "ops"]
             controls = [s.run(*ops, "pause", WORKER)]
             _wait(cwd / "tasks.db", "paused")
+            controls.append(s.run(*ops, "pause", WORKER, "--json"))  # already: nothing sent
             controls.append(s.run(*ops, "ps", "--status", "paused"))
             controls.append(s.run(*ops, "resume", WORKER))
             _wait(cwd / "tasks.db", "running")
@@ -206,6 +207,17 @@ def generate() -> str:
                 s.run(*db, "status", "orders-wroker"),
                 s.run(*db, "stop", "extract-1"),
                 s.run("--db", "typo.db", "ps"),
+                s.run(
+                    *db,
+                    "run",
+                    "extract",
+                    "--tasks",
+                    TASKS,
+                    "--arg",
+                    "day=2026-10-02",
+                    "--arg",
+                    "rows=many",
+                ),
             )
         )
         return normalise("\n\n".join(parts))

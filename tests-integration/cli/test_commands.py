@@ -523,3 +523,27 @@ def test_a_limit_below_one_names_the_bound(shared: Workspace) -> None:
     done = shared.cli("--db", str(shared.root / "x.db"), "ps", "--limit", "-1")
     assert done.returncode == 1
     assert "must be >= 1" in _one_error_line(done.stderr)
+
+
+def test_an_arg_that_does_not_convert_is_refused_before_the_task_exists(
+    workspace: Workspace,
+) -> None:
+    """``add(ctx, a: int, ...)`` with ``a=abc`` used to start and fail with a TypeError
+    (exit 3); it is refused in one line (exit 1) and no task is written."""
+    db = str(workspace.db)
+    done = workspace.cli("--db", db, "run", "add", *TASKS, "--arg", "a=abc", "--task-id", "t")
+    assert done.returncode == 1, done.stdout + done.stderr
+    line = _one_error_line(done.stderr)
+    assert "--arg a='abc': task 'add' takes a as int, and 'abc' is not one" in line
+    assert "e.g. --arg a=3" in line
+    if workspace.db.exists():
+        assert json.loads(workspace.cli("--db", db, "ps", "--json").stdout) == []
+
+
+def test_a_str_parameter_keeps_the_text(workspace: Workspace) -> None:
+    """``boom(ctx, message: str)`` with ``message=true`` gets "true", not the JSON True."""
+    done = workspace.cli(
+        "--db", str(workspace.db), "run", "boom", *TASKS, "--arg", "message=true", "--json"
+    )
+    assert done.returncode == 3, done.stderr
+    assert json.loads(done.stdout)["failure"]["message"] == "ValueError: true"

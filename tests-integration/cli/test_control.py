@@ -24,7 +24,7 @@ def test_pause_resume_and_stop_from_another_process(workspace: Workspace) -> Non
         pause = workspace.cli("--db", db, "pause", "w-1")
         assert pause.returncode == 0, pause.stderr
         assert "not confirmed" in pause.stdout
-        assert "chongming-task status w-1" in pause.stdout
+        assert f"chongming-task --db {db} status w-1" in pause.stdout  # pasteable (D80)
         paused = workspace.wait_for("w-1", status_is(S.PAUSED), process=runner)
         assert paused.paused_in_place
 

@@ -31,6 +31,9 @@ def test_the_demo_runs_and_leaves_its_database(tmp_path: Path) -> None:
     assert re.search(r"^heartbeat: +\d{4}-.* ago\)$", out, re.MULTILINE)  # is it moving?
     assert "chongming-task --db .demo/tasks.db dashboard" in out
     assert "(exit code 3)" in out  # the failing task
+    # step 3 reads as step 2 does: the "running task" note first, then the outcome
+    step3 = out[out.index("\n3. ") : out.index("\n4. ")]
+    assert step3.index("running task 'flaky-source'") < step3.index("status:  failed"), step3
     db = tmp_path / ".demo" / "tasks.db"
     with SqliteTaskStore(db) as store:
         worker = store.get("orders-worker")

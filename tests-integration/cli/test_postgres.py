@@ -1,43 +1,24 @@
 """The PostgreSQL variants of ``run``, ``ps`` and ``stop`` (``--dsn``), against the CI server.
 
 The ``postgresql`` store URL names no schema, so each test gets a database of its own
-(created from the test server's DSN and dropped afterwards).
+(the ``pg_url`` fixture: created from the test server's DSN and dropped afterwards).
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 import time
-import uuid
-from collections.abc import Iterator
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
 from cli_support import Workspace, finish
-from psycopg import sql
 
 from chongming_core import TaskStatus
 from chongming_store_postgres import PostgresTaskStore
 
 TASKS = ("--tasks", "cli_tasks")
 pytestmark = pytest.mark.postgres
-
-
-@pytest.fixture
-def pg_url(postgres_dsn: str) -> Iterator[str]:
-    """A fresh database on the test server, as a postgresql:// URL."""
-    name = f"chongming_cli_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    parts = urlsplit(postgres_dsn)
-    try:
-        yield urlunsplit(parts._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-            admin.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
 
 
 def test_run_ps_and_stop_through_postgres(workspace: Workspace, pg_url: str) -> None:
@@ -82,3 +63,32 @@ def test_an_unreachable_postgres_exits_1_without_the_password(workspace: Workspa
     assert done.returncode == 1
     assert "pa55word" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [["ps"], ["status", "x"], ["history", "x"], ["stats"], ["buckets"],
+     ["reconcile", "--dry-run"], ["dashboard"], ["stop", "x"]],
+    ids=lambda argv: argv[0] if argv[-1] != "--dry-run" else "reconcile-dry-run",
+)  # fmt: skip
+def test_queries_never_create_the_schema(
+    workspace: Workspace, pg_url: str, argv: list[str]
+) -> None:
+    """A query on a database without the tables (or with a mistyped ?schema=) is told so;
+    it used to create the schema and its four tables."""
+    for url, schema in ((pg_url, "chongming"), (f"{pg_url}?schema=typo", "typo")):
+        done = workspace.cli("--dsn", url, *argv)
+        assert done.returncode == 1, done.stdout + done.stderr
+        (line,) = done.stderr.strip().splitlines()
+        assert line.startswith(f"chongming-task: error: no task database at '{url}' (from --dsn)")
+        assert f"the schema '{schema}' does not exist" in line
+        hint = f"chongming-task --dsn {shlex.quote(url)} run TASK --tasks MODULE"
+        assert f"create one by running a task: {hint}" in line
+        with psycopg.connect(pg_url, autocommit=True) as conn:
+            found = conn.execute(
+                "SELECT nspname FROM pg_namespace WHERE nspname IN ('chongming', 'typo')"
+            ).fetchall()
+        assert found == []
+    made = workspace.cli("--dsn", pg_url, "run", "add", *TASKS, "--arg", "a=1")
+    assert made.returncode == 0, made.stderr
+    assert workspace.cli("--dsn", pg_url, "ps").returncode == 0

@@ -7,6 +7,7 @@ whose holder renews its lease (it ends tomorrow), one whose holder died long ago
 from __future__ import annotations
 
 import re
+import shlex
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -60,7 +61,7 @@ def test_status_says_the_lease_expired(db: str, capsys: pytest.CaptureFixture[st
     owner = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("owner"))
     assert "node-k (lease EXPIRED " in owner
     assert "nobody renews it" in owner
-    assert "chongming-task reconcile --dry-run" in owner
+    assert f"chongming-task --db {shlex.quote(db)} reconcile --dry-run" in owner
     assert main(["--db", db, "status", "alive"]) == EXIT_OK
     owner = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("owner"))
     assert "node-a (lease expires in " in owner
@@ -92,7 +93,7 @@ def test_a_control_of_an_orphan_does_not_promise_delivery(
     assert "its holder 'node-k' stopped renewing its lease" in out
     assert "so it may never be applied" in out
     assert "at its next" not in out
-    assert f"chongming-task status {task_id}" in out
+    assert f"chongming-task --db {shlex.quote(db)} status {task_id}" in out
 
 
 def test_a_control_of_a_renewed_task_names_its_holder(

@@ -10,7 +10,8 @@ from typing import Any
 import pytest
 
 from chongming_cli import CliError, parse_arg_value
-from chongming_cli._loading import check_task_args, load_task_module, parse_task_args
+from chongming_cli._args import parse_task_args
+from chongming_cli._loading import check_task_args, load_task_module
 from chongming_runtime import Controller
 
 

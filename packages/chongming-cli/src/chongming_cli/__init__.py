@@ -11,11 +11,11 @@ Run it as ``chongming-task ...`` or ``python -m chongming_cli ...``; see
 
 from __future__ import annotations
 
+from chongming_cli._args import parse_arg_value as parse_arg_value
 from chongming_cli._exit import EXIT_FAILED as EXIT_FAILED
 from chongming_cli._exit import EXIT_OK as EXIT_OK
 from chongming_cli._exit import EXIT_TASK_NOT_SUCCEEDED as EXIT_TASK_NOT_SUCCEEDED
 from chongming_cli._exit import CliError as CliError
-from chongming_cli._loading import parse_arg_value as parse_arg_value
 from chongming_cli._main import main as main
 from chongming_cli._stores import ENTRY_POINT_GROUP as ENTRY_POINT_GROUP
 from chongming_cli._stores import redact_url as redact_url

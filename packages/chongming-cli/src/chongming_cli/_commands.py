@@ -7,11 +7,11 @@ import importlib
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any, TextIO
 
 from chongming_cli._encoding import stream_encoding
 from chongming_cli._exit import EXIT_OK, CliError
+from chongming_cli._hints import suggest
 from chongming_cli._loading import load_task_module
 from chongming_cli._output import (
     HISTORY_HEADER,
@@ -28,12 +28,11 @@ from chongming_runtime import (
     Controller,
     RegisteredTask,
     encodable,
-    format_elapsed,
     printable,
     render_table,
 )
 
-__all__ = ["COMMANDS", "Console"]
+__all__ = ["COMMANDS", "Command", "Console", "unknown_task"]
 
 
 @dataclass
@@ -67,17 +66,18 @@ class Console:
 Command = Callable[[argparse.Namespace, NodeOptions, Console], int]
 
 
-def _unknown(task_id: str, node: NodeOptions) -> CliError:
-    return CliError(
-        f"no task {task_id!r} in {node.location.label}; list the tasks with: chongming-task ps "
-        "(and check --db/--dsn)"
+def unknown_task(task_id: str, node: NodeOptions) -> str:
+    """What a command says of a task id the store does not have."""
+    return (
+        f"no task {printable(repr(task_id))} in {node.location.label} (is it the right "
+        f"store?); list the tasks with: {suggest(node, 'ps')}"
     )
 
 
 def _existing(controller: Controller, task_id: str, node: NodeOptions) -> TaskSnapshot:
     snapshot = controller.get(task_id)
     if snapshot is None:
-        raise _unknown(task_id, node)
+        raise CliError(unknown_task(task_id, node))
     return snapshot
 
 
@@ -170,8 +170,8 @@ def cmd_ps(args: argparse.Namespace, node: NodeOptions, console: Console) -> int
         more = f" and {len(unrenewed) - 10} more" if len(unrenewed) > 10 else ""
         console.note(
             f"warning: {len(unrenewed)} unfinished task(s) with an expired lease (nobody renews "
-            f"them, their process may be gone): {shown}{more}; see: chongming-task reconcile "
-            "--dry-run"
+            f"them, their process may be gone): {shown}{more}; see: "
+            f"{suggest(node, 'reconcile', '--dry-run')}"
         )
     return EXIT_OK
 
@@ -183,7 +183,11 @@ def cmd_status(args: argparse.Namespace, node: NodeOptions, console: Console) ->
     if args.json:
         write_json(console.out, snapshot.to_dict())
     else:
-        console.say(format_snapshot(snapshot, console.palette))
+        console.say(
+            format_snapshot(
+                snapshot, console.palette, reconcile_hint=suggest(node, "reconcile", "--dry-run")
+            )
+        )
     return EXIT_OK
 
 
@@ -227,90 +231,6 @@ def cmd_buckets(args: argparse.Namespace, node: NodeOptions, console: Console) -
             ("BUCKET", "TASKS", "OWNED"),
             [[str(r["bucket"]), str(r["tasks"]), "yes" if r["owned"] else "no"] for r in rows],
         )
-    )
-    return EXIT_OK
-
-
-# ==================================================================== controls
-def _check_unfinished(snapshot: TaskSnapshot, action: str) -> None:
-    if snapshot.is_terminal:
-        raise CliError(
-            f"task {snapshot.task_id!r} already ended {snapshot.status.value}; there is "
-            f"nothing to {action} (a finished task is never run again under its id)"
-        )
-
-
-def _holder(snapshot: TaskSnapshot, now: datetime, applies: str) -> str:
-    """Who applies a command, and when: `applies` (e.g. "applies it at its next poll") when
-    the holder renews its lease; said plainly when it stopped renewing it."""
-    holder = (
-        f"its holder {printable(repr(snapshot.lease_owner))}"
-        if snapshot.lease_owner
-        else "its holder"
-    )
-    gone = lease_expired_for(snapshot, now)
-    if gone is None:
-        return f"{holder} {applies}"
-    return (
-        f"{holder} stopped renewing its lease {format_elapsed(gone)} ago, so it may never be "
-        "applied (if that process is gone, mark a task that held a slot lost with: "
-        "chongming-task reconcile)"
-    )
-
-
-def cmd_stop(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
-    """Request a stop; the holder applies it (stopped, or succeeded if it winds up)."""
-    with open_controller(node) as controller:
-        snapshot = _existing(controller, args.task_id, node)
-        _check_unfinished(snapshot, "stop")
-        now = controller.clock.now()
-        if not controller.stop(args.task_id, reason=args.reason):
-            latest = _existing(controller, args.task_id, node)
-            _check_unfinished(latest, "stop")
-            raise CliError(f"the stop of task {args.task_id!r} was not accepted; retry it")
-    console.say(
-        f"stop requested for task {args.task_id!r}: a command was written to the store and "
-        f"{_holder(snapshot, now, 'applies it at its next poll')}; follow it with: "
-        f"chongming-task status {args.task_id}"
-    )
-    return EXIT_OK
-
-
-def cmd_pause(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
-    """Request a pause; across processes it cannot be confirmed (exit 0 all the same)."""
-    with open_controller(node) as controller:
-        snapshot = _existing(controller, args.task_id, node)
-        _check_unfinished(snapshot, "pause")
-        now = controller.clock.now()
-        confirmed = controller.pause(args.task_id)
-    if confirmed:
-        console.say(f"task {args.task_id!r} is paused")
-    else:
-        holder = _holder(snapshot, now, "pauses it at its next checkpoint")
-        console.say(
-            f"pause requested for task {args.task_id!r} but not confirmed: across processes "
-            f"there is no receipt, and {holder}; check it with: chongming-task status "
-            f"{args.task_id}"
-        )
-    return EXIT_OK
-
-
-def cmd_resume(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
-    """Withdraw a pause."""
-    with open_controller(node) as controller:
-        snapshot = _existing(controller, args.task_id, node)
-        _check_unfinished(snapshot, "resume")
-        now = controller.clock.now()
-        if not controller.resume(args.task_id):
-            latest = _existing(controller, args.task_id, node)
-            raise CliError(
-                f"task {args.task_id!r} is {latest.status.value}, not paused; there is "
-                "nothing to resume"
-            )
-    console.say(
-        f"resume requested for task {args.task_id!r}: "
-        f"{_holder(snapshot, now, 'applies it at its next poll')}; check it with: "
-        f"chongming-task status {args.task_id}"
     )
     return EXIT_OK
 
@@ -383,9 +303,6 @@ COMMANDS: dict[str, Command] = {
     "history": cmd_history,
     "stats": cmd_stats,
     "buckets": cmd_buckets,
-    "stop": cmd_stop,
-    "pause": cmd_pause,
-    "resume": cmd_resume,
     "reconcile": cmd_reconcile,
     "prune": cmd_prune,
     "dashboard": cmd_dashboard,

@@ -1,19 +1,18 @@
-"""Names, never code (guide §8.5): load the operator's task module and parse ``--arg``.
+"""Names, never code (guide §8.5): load the operator's task module, check a task's arguments.
 
 The task module is the operator's own code, imported by name as any application
 server imports its app. It decides what may run: its ``register(controller)``
 function if it has one, else its ``@task`` functions. Nothing the user types on
-the command line is ever evaluated: ``--arg`` values are JSON or plain strings.
+the command line is ever evaluated: ``--arg`` values are converted by `_args`.
 """
 
 from __future__ import annotations
 
 import importlib
 import inspect
-import json
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from types import ModuleType
 from typing import Any
 
@@ -21,64 +20,7 @@ from chongming_cli._exit import CliError
 from chongming_core import get_task_spec
 from chongming_runtime import Controller
 
-__all__ = [
-    "RESERVED_ARG_NAMES",
-    "check_task_args",
-    "load_task_module",
-    "parse_arg_value",
-    "parse_task_args",
-]
-
-#: Keyword names `Controller.submit` takes itself; a task cannot receive them via ``--arg``.
-RESERVED_ARG_NAMES = frozenset(
-    {"name", "task_id", "label", "tags", "priority", "bucket_key", "retry", "timeout", "executor"}
-)
-
-
-def parse_arg_value(text: str) -> Any:
-    """A ``--arg`` value: JSON when it parses as JSON, else the text itself.
-
-    Example::
-
-        parse_arg_value("3") == 3
-        parse_arg_value("true") is True
-        parse_arg_value('["a", "b"]') == ["a", "b"]
-        parse_arg_value("kafka://orders") == "kafka://orders"
-    """
-    try:
-        return json.loads(text, parse_constant=_no_constant)
-    except ValueError:
-        return text
-
-
-def _no_constant(name: str) -> Any:
-    # NaN and Infinity are not JSON; keep them as the strings the user typed
-    raise ValueError(name)
-
-
-def parse_task_args(items: Iterable[str]) -> dict[str, Any]:
-    """``["n=3", "s=x"]`` -> ``{"n": 3, "s": "x"}`` (keyword arguments of the task)."""
-    result: dict[str, Any] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep:
-            raise CliError(f"--arg {item!r} has no '='; write --arg NAME=VALUE, e.g. --arg n=3")
-        if not key.isidentifier():
-            raise CliError(
-                f"--arg {item!r}: {key!r} is not a valid keyword argument name; "
-                "write --arg NAME=VALUE with a Python identifier as NAME"
-            )
-        if key in RESERVED_ARG_NAMES:
-            raise CliError(
-                f"--arg {key}=...: {key!r} is an option of the run itself, not a task argument; "
-                f"use --{key.replace('_', '-')} if there is such an option, or rename the "
-                "task's parameter"
-            )
-        if key in result:
-            raise CliError(f"--arg {key}=... is given twice; give each argument once")
-        result[key] = parse_arg_value(value)
-    return result
+__all__ = ["check_task_args", "import_task_module", "load_task_module"]
 
 
 def check_task_args(name: str, fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:

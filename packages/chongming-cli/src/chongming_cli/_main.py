@@ -8,6 +8,8 @@ import traceback
 from collections.abc import Mapping, Sequence
 
 from chongming_cli._commands import COMMANDS, Console
+from chongming_cli._completion import complete_if_asked
+from chongming_cli._controls import CONTROLS
 from chongming_cli._encoding import protected_streams, recover_arguments, recover_environ
 from chongming_cli._exit import EXIT_FAILED, CliError
 from chongming_cli._parser import PROG, UsageError, build_parser
@@ -66,6 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _main(argv: Sequence[str] | None) -> int:
     console = Console(out=sys.stdout, err=sys.stderr)
     parser = build_parser()
+    complete_if_asked(parser)  # a shell asking for completions: answers and exits
     try:
         args = parser.parse_args(argv)
     except UsageError as exc:
@@ -82,7 +85,8 @@ def _main(argv: Sequence[str] | None) -> int:
         node = resolve_node(args, environ)
         if args.command == "run":
             return cmd_run(args, node, console)
-        return COMMANDS[args.command](args, node, console)
+        command = COMMANDS.get(args.command) or CONTROLS[args.command]
+        return command(args, node, console)
     except (Exception, KeyboardInterrupt) as exc:
         if debug:
             console.note(scrub("".join(traceback.format_exception(exc)).rstrip(), secrets))

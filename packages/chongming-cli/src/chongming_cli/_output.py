@@ -109,9 +109,14 @@ def _block(pairs: Sequence[tuple[str, str]]) -> str:
 
 
 def format_snapshot(
-    snapshot: TaskSnapshot, palette: Palette | None = None, *, now: datetime | None = None
+    snapshot: TaskSnapshot,
+    palette: Palette | None = None,
+    *,
+    now: datetime | None = None,
+    reconcile_hint: str = "chongming-task reconcile --dry-run",
 ) -> str:
-    """The ``status`` view: one task, one field per line."""
+    """The ``status`` view: one task, one field per line (`reconcile_hint`: the command an
+    expired lease points to, with the store options of the command line)."""
     moment = now or datetime.now(UTC)
     status = palette.status(snapshot.status) if palette else snapshot.status.value
     p = printable  # every value below but the (painted) status came from the task's record
@@ -130,7 +135,10 @@ def format_snapshot(
         ("tags", p(", ".join(sorted(snapshot.tags))) or "-"),
         ("priority", str(snapshot.priority)),
         ("bucket", p(_bucket_text(snapshot))),
-        ("owner", p(snapshot.lease_owner or "-") + _lease_text(snapshot, moment, palette)),
+        (
+            "owner",
+            p(snapshot.lease_owner or "-") + _lease_text(snapshot, moment, palette, reconcile_hint),
+        ),
         ("created", format_time(snapshot.created_at)),
         ("started", format_time(snapshot.started_at)),
         ("finished", format_time(snapshot.finished_at)),
@@ -169,7 +177,9 @@ def lease_expired_for(snapshot: TaskSnapshot, now: datetime) -> float | None:
     return gone if gone > 0 else None
 
 
-def _lease_text(snapshot: TaskSnapshot, now: datetime, palette: Palette | None) -> str:
+def _lease_text(
+    snapshot: TaskSnapshot, now: datetime, palette: Palette | None, reconcile_hint: str
+) -> str:
     """`` (lease expires in 25.0s)`` for an unfinished task, a warning once it expired."""
     if snapshot.is_terminal or snapshot.lease_until is None:
         return ""
@@ -179,7 +189,7 @@ def _lease_text(snapshot: TaskSnapshot, now: datetime, palette: Palette | None) 
         return f" (lease expires in {format_elapsed(left)})"
     warning = (
         f"lease EXPIRED {format_elapsed(gone)} ago: nobody renews it, its process may be "
-        "gone; see: chongming-task reconcile --dry-run"
+        f"gone; see: {reconcile_hint}"
     )
     return f" ({palette.paint(warning, 'yellow') if palette else warning})"
 

@@ -8,9 +8,12 @@ Global options are accepted before or after the command.
 from __future__ import annotations
 
 import argparse
-from typing import NoReturn
+import sys
+from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from chongming_cli._exit import CliError
+from chongming_cli._versions import versions_text
 from chongming_core import TaskStatus
 
 __all__ = ["UsageError", "build_parser"]
@@ -26,6 +29,34 @@ class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see: {self.prog} --help)")
 
+    def parse_known_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> tuple[argparse.Namespace, list[str]]:
+        parsed, extras = super().parse_known_args(args, namespace)
+        # the command is checked here, after the unknown options: `chongming-task --bogus`
+        # is told that --bogus is unknown, not that a command is missing
+        if not extras and getattr(parsed, "command", "") is None:
+            self.error("the following arguments are required: COMMAND")
+        return parsed, extras
+
+
+class _Versions(argparse.Action):
+    """``--version``: the version of every installed chongming distribution, then exit 0."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
+        kwargs.setdefault("help", "print the version of every installed chongming distribution")
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+
+    def __call__(
+        self,
+        parser: argparse.ArgumentParser,
+        namespace: argparse.Namespace,
+        values: str | Sequence[Any] | None,
+        option_string: str | None = None,
+    ) -> None:
+        sys.stdout.write(versions_text() + "\n")  # a result: stdout, as argparse's version does
+        parser.exit()
+
 
 _DESCRIPTION = """\
 Run and control chongming tasks from the shell: a thin layer over the Controller.
@@ -36,8 +67,10 @@ store:
   The tasks live in a SQLite file by default: --db, else $CHONGMING_DB, else
   ./chongming.db. --dsn (or $CHONGMING_DSN) takes a store URL instead, e.g.
   postgresql://user@host:5432/db (pip install "chongming-task[postgres]"); any
-  backend registered under the "chongming.stores" entry points works. Options
-  win over environment variables. Passwords are never printed.
+  backend registered under the "chongming.stores" entry points works; ?schema=NAME
+  picks the PostgreSQL schema (default chongming). Options win over environment
+  variables. Passwords are never printed. Only run creates a store (or migrates an
+  older one); every other command opens an existing store and changes nothing.
 
 exit codes:
   0  the command did what was asked
@@ -55,17 +88,30 @@ examples:
 """
 
 _RUN_EPILOG = """\
---arg NAME=VALUE passes a keyword argument to the task. VALUE is parsed as JSON
-when it is valid JSON, else kept as a string:
-  --arg n=3 -> 3    --arg flag=true -> True    --arg ids='[1, 2]' -> [1, 2]
-  --arg s=kafka://x -> "kafka://x"    --arg s='"42"' -> "42" (a JSON string)
+--arg NAME=VALUE passes a keyword argument to the task, converted by the type
+annotation of the task's parameter before anything is submitted (a value that
+does not convert is refused, exit 1):
+  str: the text as it is (--arg code=007 -> "007")    int: --arg n=3 -> 3
+  float: --arg ratio=0.5    bool: --arg flag=true -> True (false, yes, no, 1, 0)
+  X | None: --arg limit=null -> None    other types: JSON (--arg ids='[1, 2]')
+Without an annotation (or Any) VALUE is parsed as JSON when it is valid JSON, else
+kept as a string: --arg n=3 -> 3, --arg s=kafka://x -> "kafka://x".
 Nothing is ever evaluated as code.
 
 run stays in the foreground until the task ends and prints its outcome; the exit
 code is 0 when it succeeded and 3 otherwise. Ctrl-C or SIGTERM stops the task
-cleanly (graceful window, then the outcome). To stop it from another terminal:
-chongming-task stop TASK_ID. With --owned-buckets covering only some buckets,
---bucket-key is required (a task in nobody's bucket would never run)."""
+cleanly (graceful window, then the outcome). To stop it from another terminal,
+paste the command it prints ("stop it from another terminal with: ..."). With
+--owned-buckets covering only some buckets, --bucket-key is required (a task in
+nobody's bucket would never run)."""
+
+
+_CONTROL_EPILOG = """\
+--json prints what happened as one object: {"task_id", "action", "outcome",
+"reason", "status", "holder", "holder_renewing", "command_sent"}. outcome is
+requested (a command was written for the holder), not_confirmed (a pause was
+written; across processes there is no receipt), unchanged (already so: nothing
+was sent) or refused (exit 1; reason says why)."""
 
 
 def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
@@ -109,6 +155,13 @@ def _global_options(parser: argparse.ArgumentParser, *, suppress: bool) -> None:
         default=argparse.SUPPRESS if suppress else False,
         help="show the traceback of an error",
     )
+
+
+def _complete_statuses(prefix: str, **_: Any) -> list[str]:
+    """argcomplete's candidates for ``--status``: the statuses, after a comma too."""
+    done, comma, last = prefix.rpartition(",")
+    head = done + comma
+    return [head + s.value for s in TaskStatus if s.value.startswith(last)]
 
 
 def _json_option(parser: argparse.ArgumentParser) -> None:
@@ -161,7 +214,9 @@ def build_parser() -> argparse.ArgumentParser:
     _global_options(parser, suppress=False)
     shared = _Parser(add_help=False)
     _global_options(shared, suppress=True)
-    commands = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser.add_argument("--version", action=_Versions)
+    # not required=True: see _Parser.parse_known_args
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     def command(name: str, help_text: str, epilog: str | None = None) -> argparse.ArgumentParser:
         return commands.add_parser(
@@ -185,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="NAME=VALUE",
         action="append",
         default=[],
-        help="a keyword argument of the task (JSON, else a string); repeatable",
+        help="a keyword argument of the task, converted by its annotation; repeatable",
     )
     run.add_argument("--task-id", metavar="ID", help="the task's id (default NAME-<random>)")
     run.add_argument("--label", help="display name (any script)")
@@ -201,13 +256,28 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--retries", metavar="N", type=_non_negative, help="retries after a failure (default 0)"
     )
-    run.add_argument("--timeout-start", metavar="SECONDS", type=_seconds)
-    run.add_argument("--timeout-attempt", metavar="SECONDS", type=_seconds)
-    run.add_argument("--timeout-idle", metavar="SECONDS", type=_seconds)
+    run.add_argument(
+        "--timeout-start",
+        metavar="SECONDS",
+        type=_seconds,
+        help="cancel the task if it has not started SECONDS after its submission",
+    )
+    run.add_argument(
+        "--timeout-attempt",
+        metavar="SECONDS",
+        type=_seconds,
+        help="end an attempt that runs longer than SECONDS (retried when --retries allows)",
+    )
+    run.add_argument(
+        "--timeout-idle",
+        metavar="SECONDS",
+        type=_seconds,
+        help="end an attempt whose body reaches no checkpoint() or heartbeat for SECONDS",
+    )
     _json_option(run)
 
     ps = command("ps", "list tasks (of every process sharing the store)")
-    ps.add_argument(
+    status_option = ps.add_argument(
         "--status",
         action="append",
         default=None,
@@ -216,6 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
         + ", ".join(s.value for s in TaskStatus)
         + ")",
     )
+    setattr(status_option, "completer", _complete_statuses)  # noqa: B010 - read by argcomplete
     ps.add_argument("--name-prefix", metavar="PREFIX", help="registered names starting with this")
     ps.add_argument("--tag", help="only tasks with this tag")
     ps.add_argument("--bucket", type=_non_negative, help="only tasks in this bucket")
@@ -233,15 +304,21 @@ def build_parser() -> argparse.ArgumentParser:
     _json_option(command("stats", "count tasks per status"))
     _json_option(command("buckets", "count tasks per bucket"))
 
-    stop = command("stop", "request a stop (a command to the process that runs the task)")
+    stop = command(
+        "stop", "request a stop (a command to the process that runs the task)", _CONTROL_EPILOG
+    )
     stop.add_argument("task_id", metavar="TASK_ID")
     stop.add_argument("--reason", help="why (kept in the task's history)")
     pause = command(
-        "pause", "request a pause (across processes it is not confirmed: check with status)"
+        "pause",
+        "request a pause (across processes it is not confirmed: check with status)",
+        _CONTROL_EPILOG,
     )
     pause.add_argument("task_id", metavar="TASK_ID")
-    resume = command("resume", "withdraw a pause")
+    resume = command("resume", "withdraw a pause", _CONTROL_EPILOG)
     resume.add_argument("task_id", metavar="TASK_ID")
+    for control in (stop, pause, resume):
+        _json_option(control)
 
     reconcile = command(
         "reconcile", "mark tasks whose supervising process is gone as lost (this node's buckets)"
@@ -252,7 +329,13 @@ def build_parser() -> argparse.ArgumentParser:
     _json_option(reconcile)
 
     prune = command("prune", "drop all but the newest N finished tasks from the store")
-    prune.add_argument("--keep-terminal", metavar="N", type=_non_negative, required=True)
+    prune.add_argument(
+        "--keep-terminal",
+        metavar="N",
+        type=_non_negative,
+        required=True,
+        help="how many of the most recently finished tasks to keep (0 drops them all)",
+    )
 
     command("dashboard", 'open the live dashboard (needs: pip install "chongming-task[tui]")')
     return parser

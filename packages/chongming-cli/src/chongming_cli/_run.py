@@ -17,10 +17,11 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
+from chongming_cli._args import convert_args, split_args
 from chongming_cli._commands import Console
-from chongming_cli._encoding import shell_word
 from chongming_cli._exit import EXIT_OK, EXIT_TASK_NOT_SUCCEEDED, CliError
-from chongming_cli._loading import check_task_args, load_task_module, parse_task_args
+from chongming_cli._hints import suggest
+from chongming_cli._loading import check_task_args, load_task_module
 from chongming_cli._output import format_outcome, write_json
 from chongming_cli._progress import ProgressReporter
 from chongming_cli._session import NodeOptions, make_controller
@@ -91,7 +92,7 @@ def _follow(run: TaskRun, signals: _Signals, reporter: ProgressReporter) -> None
 
 def cmd_run(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
     """Submit `args.task` and stay in the foreground until it ends; exit 0 or 3 by outcome."""
-    task_kwargs = parse_task_args(args.arg)
+    raw_args = split_args(args.arg)
     options = _submit_options(args)
     signals = _Signals()
     with signals.installed():
@@ -102,16 +103,19 @@ def cmd_run(args: argparse.Namespace, node: NodeOptions, console: Console) -> in
             load_task_module(controller, args.tasks)
             if signals.first() is not None:
                 raise CliError(f"received {signals.first()} before the task was submitted")
-            check_task_args(args.task, controller.registered(args.task).fn, task_kwargs)
+            fn = controller.registered(args.task).fn
+            # converted by the annotations and checked against the signature before the
+            # task exists: a value that cannot fit is refused, not run into a TypeError
+            task_kwargs = convert_args(fn, raw_args, task=args.task)
+            check_task_args(args.task, fn, task_kwargs)
             run = controller.submit(args.task, **options, **task_kwargs)
-            where = _store_option(node)
             running = (
                 f"running task {printable(repr(run.task_id))} ({run.name}) as {controller.owner}"
             )
             if controller.flush():  # visible to other processes before we say so
                 console.note(
                     f"{running}; stop it from another terminal with: "
-                    f"chongming-task{where} stop {shell_word(run.task_id)}"
+                    f"{suggest(node, 'stop', run.task_id)}"
                 )
             else:
                 console.note(
@@ -148,19 +152,9 @@ def cmd_run(args: argparse.Namespace, node: NodeOptions, console: Console) -> in
         raise CliError(
             f"task {run.task_id!r} ended {outcome.status.value} in this process, but the store "
             f"did not take its final state{cause}; other processes still see an older state — "
-            "check the store and run `status` once it is healthy"
+            f"once the store is healthy, check it with: {suggest(node, 'status', run.task_id)}"
         )
     return EXIT_OK if outcome.ok else EXIT_TASK_NOT_SUCCEEDED
-
-
-def _store_option(node: NodeOptions) -> str:
-    """The store option another terminal needs to reach this store (none for the env/default)."""
-    location = node.location
-    if location.source == "--db":
-        return f" --db {shell_word(location.label)}"
-    if location.source == "--dsn":
-        return f" --dsn {shell_word(location.label)}"
-    return ""
 
 
 def _isatty(stream: Any) -> bool:

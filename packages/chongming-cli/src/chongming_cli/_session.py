@@ -18,12 +18,17 @@ __all__ = ["NodeOptions", "make_controller", "open_controller", "resolve_node"]
 
 @dataclass(frozen=True, slots=True)
 class NodeOptions:
-    """The node options of a command line, after the environment filled the gaps."""
+    """The node options of a command line, after the environment filled the gaps.
+
+    `owned_spec` keeps the text of the owned buckets, so that a suggested command can
+    pass them on as the user wrote them.
+    """
 
     location: StoreLocation
     num_buckets: int | None
     owned_buckets: frozenset[int] | None
     owner: str | None
+    owned_spec: str | None = None
 
 
 def _option(args: argparse.Namespace, name: str, env: Mapping[str, str], var: str) -> str | None:
@@ -49,7 +54,7 @@ def resolve_node(args: argparse.Namespace, environ: Mapping[str, str] | None = N
     owned_text = _option(args, "owned_buckets", env, "CHONGMING_OWNED_BUCKETS")
     owned = None if owned_text is None else parse_bucket_spec(owned_text)
     owner = _option(args, "owner", env, "CHONGMING_OWNER")
-    return NodeOptions(location, num_buckets, owned, owner)
+    return NodeOptions(location, num_buckets, owned, owner, owned_text)
 
 
 def make_controller(node: NodeOptions, *, create: bool = False) -> Controller:

@@ -9,6 +9,7 @@ Precedence: ``--dsn`` > ``--db`` > ``$CHONGMING_DSN`` > ``$CHONGMING_DB`` > ``./
 from __future__ import annotations
 
 import importlib
+import inspect
 import os
 import re
 from collections.abc import Mapping
@@ -19,7 +20,7 @@ from urllib.parse import quote, unquote, unquote_to_bytes, urlsplit
 
 from chongming_cli._encoding import shell_word, undecodable
 from chongming_cli._exit import CliError
-from chongming_core import TaskStore
+from chongming_core import StoreNotFound, TaskStore
 
 __all__ = [
     "DEFAULT_DB",
@@ -30,6 +31,7 @@ __all__ = [
     "resolve_location",
     "scrub",
     "sqlite_url",
+    "store_words",
 ]
 
 #: The entry-point group that maps a URL scheme to ``store_from_url(url) -> TaskStore``.
@@ -157,6 +159,21 @@ def _from_path(path: str, source: str) -> StoreLocation:
     return StoreLocation(url=url, label=path, source=source, sqlite_path=Path(path))
 
 
+def store_words(location: StoreLocation) -> list[str]:
+    """The options that reach `location` from another shell, as shell words (quoted).
+
+    A suggested command must work when pasted, so it names the store the user chose
+    wherever the choice came from (an option or the environment; nothing for the default
+    ``./chongming.db``). A DSN with a password is passed as ``--dsn "$CHONGMING_DSN"``:
+    its redacted form could not authenticate, and the password is never printed.
+    """
+    if location.source in {"--db", "CHONGMING_DB"}:
+        return ["--db", shell_word(location.label)]
+    if location.source in {"--dsn", "CHONGMING_DSN"}:
+        return ["--dsn", '"$CHONGMING_DSN"' if location.secrets else shell_word(location.url)]
+    return []
+
+
 def _from_dsn(dsn: str, source: str) -> StoreLocation:
     bad = undecodable(dsn)
     if bad is not None:  # told before anything parses it; the URL is never echoed
@@ -164,6 +181,12 @@ def _from_dsn(dsn: str, source: str) -> StoreLocation:
             f"{source} holds a {bad[1]} at position {bad[0]}, which is not UTF-8; a store "
             "URL is text: percent-encode that byte (e.g. %FF for 0xff), or give a SQLite "
             "file by its path with --db (or CHONGMING_DB), which may hold any bytes"
+        )
+    if not dsn.strip():
+        raise CliError(
+            f"{source} is empty; give the store URL, e.g. postgresql://user@host:5432/db (a "
+            'suggested command that says --dsn "$CHONGMING_DSN" needs CHONGMING_DSN set to it: '
+            "the password is never printed)"
         )
     secrets = _secrets(dsn)
     label = scrub(redact_url(dsn), secrets)
@@ -204,18 +227,12 @@ def open_store(location: StoreLocation, *, create: bool) -> TaskStore:
 
     Args:
         location: the resolved store.
-        create: whether a missing SQLite file may be created (``run`` does; queries refuse,
-            so a mistyped path is reported instead of answered with an empty new database).
+        create: whether a missing store may be created and an older one migrated (``run``
+            does). The other commands open only an existing store and change nothing, so a
+            mistyped path or schema is reported instead of answered with a new empty store.
+            The factory gets it as ``create=``; a backend whose factory takes no such
+            keyword is opened as it opens.
     """
-    path = location.sqlite_path
-    if path is not None and not create and not path.exists():
-        named = location.source.startswith(("--", "CHONGMING_"))
-        option = location.source if named else "--db (or CHONGMING_DB)"
-        raise CliError(
-            f"no task database at {str(path)!r} (from {location.source}); point "
-            f"{option} at an existing file, or create one by running a task: "
-            f"chongming-task --db {shell_word(str(path))} run TASK --tasks MODULE"
-        )
     match = _SCHEME.match(location.url)
     assert match is not None
     scheme = match.group("scheme").lower()
@@ -238,10 +255,51 @@ def open_store(location: StoreLocation, *, create: bool) -> TaskStore:
             f"the {scheme} store backend cannot be loaded ({exc}); reinstall it, e.g. "
             'pip install "chongming-task[postgres]"'
         ) from exc
-    store = factory(location.url)
+    try:
+        store = (
+            factory(location.url, create=create)
+            if _takes_create(factory)
+            else factory(location.url)
+        )
+    except StoreNotFound as exc:
+        raise _no_store(location, exc) from exc
     if not isinstance(store, TaskStore):
         raise CliError(
             f"the {scheme} store backend ({entry.value}) returned {type(store).__name__}, "
             "not a TaskStore; fix or reinstall that backend"
         )
     return store
+
+
+def _takes_create(factory: object) -> bool:
+    try:
+        parameters = inspect.signature(factory).parameters.values()  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.kind is p.VAR_KEYWORD or (p.name == "create" and p.kind is not p.POSITIONAL_ONLY)
+        for p in parameters
+    )
+
+
+def _no_store(location: StoreLocation, exc: StoreNotFound) -> CliError:
+    """What a command that opens only existing stores says when there is none (or an old one)."""
+    path = location.sqlite_path
+    where = str(path) if path is not None else location.label
+    named = location.source.startswith(("--", "CHONGMING_"))
+    option = location.source if named else "--db (or CHONGMING_DB)"
+    create = " ".join(
+        ["chongming-task", *store_words(location), "run", "TASK", "--tasks", "MODULE"]
+    )
+    if exc.schema_version is not None:
+        return CliError(
+            f"the task database at {where!r} (from {location.source}) holds {exc.found}, "
+            "which this chongming reads only once it is migrated; nothing was changed. "
+            f"Upgrade it by opening it for writing once, e.g. by running a task: {create} "
+            "(stop the processes of the older chongming first)"
+        )
+    thing = "file" if path is not None else "store"
+    return CliError(
+        f"no task database at {where!r} (from {location.source}): {exc.found}; point "
+        f"{option} at an existing {thing}, or create one by running a task: {create}"
+    )

@@ -57,6 +57,9 @@ from chongming_core._errors import (
     StoreError as StoreError,
 )
 from chongming_core._errors import (
+    StoreNotFound as StoreNotFound,
+)
+from chongming_core._errors import (
     TaskCancelled as TaskCancelled,
 )
 from chongming_core._errors import (
@@ -203,6 +206,7 @@ __all__ = [
     "SnapshotWrite",
     "StateMachine",
     "StoreError",
+    "StoreNotFound",
     "SystemClock",
     "TaskCancelled",
     "TaskContext",

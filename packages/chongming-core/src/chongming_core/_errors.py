@@ -11,6 +11,7 @@
     ├─ AttemptsExhausted      the attempt budget is spent
     ├─ ConcurrencyConflict    an optimistic write lost the race
     ├─ StoreError             the persistence layer failed
+    │  └─ StoreNotFound       no store (at this schema) where one was to be opened only
     └─ ConfigurationError     the caller configured something that cannot work
 
     TaskCancelled             separate: a BaseException, like asyncio.CancelledError
@@ -35,6 +36,7 @@ __all__ = [
     "DependencyFailed",
     "InvalidTransition",
     "StoreError",
+    "StoreNotFound",
     "TaskCancelled",
     "TaskError",
     "TaskExecutionError",
@@ -161,6 +163,23 @@ class ConcurrencyConflict(TaskError):
 
 class StoreError(TaskError):
     """The persistence layer failed; the message says which store and what to do."""
+
+
+class StoreNotFound(StoreError):
+    """A store opened with ``create=False`` found no chongming store where it looked (no
+    file, an empty one, a database or schema without the tables), or one at an older
+    schema that only opening it with ``create=True`` (the default) would migrate.
+    Nothing was created or changed.
+
+    Attributes:
+        found: what is there instead, e.g. ``"the file does not exist"``.
+        schema_version: the older schema version found (None: no chongming store at all).
+    """
+
+    def __init__(self, message: str, *, found: str, schema_version: int | None = None) -> None:
+        super().__init__(message)
+        self.found = found
+        self.schema_version = schema_version
 
 
 class ConfigurationError(TaskError):

@@ -13,6 +13,10 @@ Bootstrap (on the first connection of every store):
    version, apply the missing migrations with ``IF NOT EXISTS``, record the
    new version and commit.
 3. A version newer than this code knows is refused with a `StoreError`.
+
+`check_schema` is the bootstrap of a store opened with ``create=False``: it only
+reads, and refuses a missing schema, missing tables or an older version with
+`StoreNotFound` (a mistyped ``?schema=`` is reported, never created).
 """
 
 from __future__ import annotations
@@ -23,9 +27,9 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg import sql
 
-from chongming_core import StoreError
+from chongming_core import StoreError, StoreNotFound
 
-__all__ = ["SCHEMA_VERSION", "ensure_schema", "table_names"]
+__all__ = ["SCHEMA_VERSION", "check_schema", "ensure_schema", "table_names"]
 
 #: The schema version this code reads and writes.
 SCHEMA_VERSION: Final = 1
@@ -137,6 +141,15 @@ LOCK_SCHEMA: Final = "SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 0))
 #: The schema itself.
 CREATE_SCHEMA: Final = "CREATE SCHEMA IF NOT EXISTS {schema}"
 
+#: Which of the schema and its tables exist (NULL for a missing one), in one snapshot.
+FIND_TABLES: Final = """
+SELECT to_regnamespace(%(schema)s)::text,
+       to_regclass(format('%%I.%%I', %(schema)s::text, 'schema_version'))::text,
+       to_regclass(format('%%I.%%I', %(schema)s::text, 'tasks'))::text,
+       to_regclass(format('%%I.%%I', %(schema)s::text, 'transitions'))::text,
+       to_regclass(format('%%I.%%I', %(schema)s::text, 'commands'))::text
+"""
+
 #: DDL needs no durable commit wait: a lost bootstrap is simply redone by the next store.
 FAST_COMMIT: Final = "SET LOCAL synchronous_commit = off"
 
@@ -216,3 +229,54 @@ def ensure_schema(conn: psycopg.Connection[tuple[object, ...]], schema: str, whe
             "INSERT, UPDATE, DELETE on its tables"
         ) from exc
     return SCHEMA_VERSION
+
+
+def _not_found(schema: str, where: str, found: str) -> StoreNotFound:
+    return StoreNotFound(
+        f"no chongming store in schema {schema!r} of {where} ({found}); nothing was created "
+        "— check the database and the schema (the URL's ?schema=, default 'chongming'), or "
+        "open it with create=True (the default) to create one",
+        found=found,
+    )
+
+
+def check_schema(conn: psycopg.Connection[tuple[object, ...]], schema: str, where: str) -> int:
+    """Check, without writing anything, that `schema` holds the tables at `SCHEMA_VERSION`.
+
+    Args:
+        conn: an autocommit connection (it is left idle).
+        schema: the schema that should hold the tables.
+        where: the redacted target, for messages.
+
+    Raises:
+        StoreNotFound: the schema, its version table or one of its tables does not exist,
+            or the tables are at an older version (that only `ensure_schema` migrates).
+        StoreError: the stored version is newer than `SCHEMA_VERSION`.
+        psycopg.Error: any other failure (the caller translates it).
+    """
+    row = conn.execute(FIND_TABLES, {"schema": schema}).fetchone()
+    assert row is not None  # a SELECT without FROM returns one row
+    namespace, version_table, *tables = row
+    if namespace is None:
+        raise _not_found(schema, where, f"the schema {schema!r} does not exist")
+    if version_table is None:
+        raise _not_found(schema, where, "the schema holds no chongming tables")
+    version = _read_version(conn, schema) or 0
+    if version == 0:
+        raise _not_found(schema, where, "the schema holds no chongming tables")
+    if version > SCHEMA_VERSION:
+        raise _too_new(version, schema, where)
+    if version < SCHEMA_VERSION:
+        raise StoreNotFound(
+            f"the chongming tables in schema {schema!r} of {where} are at version {version}, "
+            f"this chongming-store-postgres uses version {SCHEMA_VERSION}; nothing was changed "
+            "— open the store once with create=True (the default) to migrate them (stop the "
+            "processes of the older chongming first)",
+            found=f"tables at the older schema version {version}",
+            schema_version=version,
+        )
+    names = ("tasks", "transitions", "commands")
+    missing = [name for name, oid in zip(names, tables, strict=True) if not oid]
+    if missing:
+        raise _not_found(schema, where, f"the table(s) {', '.join(missing)} are missing")
+    return version

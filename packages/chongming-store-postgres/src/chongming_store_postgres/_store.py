@@ -80,7 +80,7 @@ from chongming_store_postgres._dsn import (
 )
 from chongming_store_postgres._listen import CommandListener, channel_name
 from chongming_store_postgres._runner import Conn, Runner
-from chongming_store_postgres._schema import ensure_schema
+from chongming_store_postgres._schema import check_schema, ensure_schema
 from chongming_store_postgres._translate import ErrorContext
 
 __all__ = ["PostgresTaskStore"]
@@ -92,7 +92,8 @@ class PostgresTaskStore(TaskStore):
     """A `TaskStore` in PostgreSQL, shared by every process and machine that opens the DSN.
 
     The tables live in `schema` (created with the tables on first connect; a role
-    without DDL rights uses existing tables). Thread-safe.
+    without DDL rights uses existing tables; ``create=False`` opens only existing
+    ones). Thread-safe.
 
     Example::
 
@@ -107,9 +108,15 @@ class PostgresTaskStore(TaskStore):
             (libpq counts whole seconds, and at least 2, for opening one connection).
         application_name: shown in ``pg_stat_activity`` (default: the DSN's, else
             ``chongming-<pid>-<random>``, unique per store).
+        create: whether a missing schema and its tables are created and older tables
+            migrated (the default). False only checks that `schema` holds the tables at
+            this code's version and changes nothing (what a read-only console wants: a
+            mistyped schema is reported, not created).
 
     Raises:
         ConfigurationError: an argument cannot work (bad DSN syntax, schema, sizes).
+        StoreNotFound: `create` is False and `schema` holds no chongming tables (or holds
+            them at an older version).
         StoreError: the server cannot be reached or the tables cannot be set up.
     """
 
@@ -122,6 +129,7 @@ class PostgresTaskStore(TaskStore):
         max_size: int = 10,
         connect_timeout: float = 10.0,
         application_name: str | None = None,
+        create: bool = True,
     ) -> None:
         if not isinstance(dsn, str):
             raise ConfigurationError(f"dsn must be a str, got {type(dsn).__name__}")
@@ -176,7 +184,7 @@ class PostgresTaskStore(TaskStore):
         self._dsn = dsn
         self._q = Q.Statements(schema)
         self._channel = channel_name(schema)
-        self._bootstrap()
+        self._bootstrap(create)
         self._pool: psycopg_pool.ConnectionPool[Conn] = psycopg_pool.ConnectionPool(
             dsn,
             kwargs=self._connect_kwargs,
@@ -215,8 +223,9 @@ class PostgresTaskStore(TaskStore):
         conn: Conn = psycopg.connect(self._dsn, **self._connect_kwargs)
         return conn
 
-    def _bootstrap(self) -> None:
-        """Open a first connection and create or migrate the tables."""
+    def _bootstrap(self, create: bool) -> None:
+        """Open a first connection and create or migrate the tables (`create`), or only
+        check that they are there."""
         error: StoreError
         try:
             conn = self._connect()
@@ -225,7 +234,8 @@ class PostgresTaskStore(TaskStore):
         else:
             try:
                 with conn:
-                    ensure_schema(conn, self._schema, self._errors.target.describe())
+                    setup = ensure_schema if create else check_schema
+                    setup(conn, self._schema, self._errors.target.describe())
                 return
             except (psycopg.Error, UnicodeError) as exc:
                 error = self._errors.failed(exc, f"setting up schema {self._schema!r}")

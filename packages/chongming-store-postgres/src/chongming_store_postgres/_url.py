@@ -16,8 +16,12 @@ from chongming_store_postgres._store import PostgresTaskStore
 __all__ = ["store_from_url"]
 
 
-def store_from_url(url: str) -> PostgresTaskStore:
-    """``postgresql://user:pw@host:5432/db[?schema=name]`` (``postgres://`` works too)."""
+def store_from_url(url: str, *, create: bool = True) -> PostgresTaskStore:
+    """``postgresql://user:pw@host:5432/db[?schema=name]`` (``postgres://`` works too).
+
+    ``schema`` names the schema that holds the tables (default ``chongming``). `create` is
+    `PostgresTaskStore`'s: False opens only a schema that already holds them.
+    """
     check_url_userinfo(url)
     try:
         parts = urlsplit(url)
@@ -30,6 +34,8 @@ def store_from_url(url: str) -> PostgresTaskStore:
     params = parse_qsl(parts.query, keep_blank_values=True)
     schemas = [value for key, value in params if key == "schema"]
     if not schemas:
-        return PostgresTaskStore(url)
+        return PostgresTaskStore(url, create=create)
     rest = urlencode([(key, value) for key, value in params if key != "schema"])
-    return PostgresTaskStore(urlunsplit(parts._replace(query=rest)), schema=schemas[-1])
+    return PostgresTaskStore(
+        urlunsplit(parts._replace(query=rest)), schema=schemas[-1], create=create
+    )

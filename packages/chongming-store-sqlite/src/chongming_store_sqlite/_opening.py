@@ -13,6 +13,10 @@ shown to be either new or a chongming store at a schema this code knows:
    the missing migrations inside one ``BEGIN IMMEDIATE`` transaction, checking
    the identity again under the write lock (another process may have created
    the schema meanwhile).
+
+Opened with ``create=False`` (the console's queries), nothing is created, migrated
+or switched: a missing or empty file, a database without the tables and a store at
+an older schema are refused with `StoreNotFound`, which says what was found.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ import stat
 import time
 from pathlib import Path
 
-from chongming_core import StoreError
+from chongming_core import StoreError, StoreNotFound
 from chongming_store_sqlite._errors import is_locked
 from chongming_store_sqlite._schema import APPLICATION_ID, MIGRATIONS, SCHEMA_VERSION
 from chongming_store_sqlite._search import SEARCH_KEY_FUNCTION, search_key
@@ -40,13 +44,38 @@ def _where(path: str) -> str:
     return f"SQLite task store {path}"
 
 
-def prepare_file(path: str) -> None:
+def _not_found(path: str, found: str, schema_version: int | None = None) -> StoreNotFound:
+    if schema_version is None:
+        return StoreNotFound(
+            f"{_where(path)}: no chongming store there ({found}); nothing was created — "
+            "open it with create=True (the default) to create one",
+            found=found,
+        )
+    return StoreNotFound(
+        f"{_where(path)}: the store is at schema {schema_version}, this "
+        f"chongming-store-sqlite uses schema {SCHEMA_VERSION}; nothing was changed — open it "
+        "once with create=True (the default) to migrate it (stop the processes of the older "
+        "chongming first)",
+        found=found,
+        schema_version=schema_version,
+    )
+
+
+def prepare_file(path: str, *, create: bool = True) -> None:
     """Check `path` before SQLite opens it; create it with mode 0o600 when it is new.
 
+    Args:
+        path: the absolute path of the database file.
+        create: whether a missing file may be created (False: `StoreNotFound` instead,
+            and for an empty file too).
+
     Raises:
+        StoreNotFound: `create` is False and there is no file, or an empty one.
         StoreError: the path cannot hold a store; the message says why and what to do.
     """
     where = _where(path)
+    if not create and not os.path.lexists(path):
+        raise _not_found(path, "the file does not exist")
     if os.path.isdir(path):
         raise StoreError(
             f"{where}: the path is a directory; give the path of a database file, "
@@ -83,6 +112,8 @@ def prepare_file(path: str) -> None:
         raise StoreError(
             f"{where}: the path is not a regular file; give the path of a database file"
         )
+    if not create and info.st_size == 0:
+        raise _not_found(path, "the file is empty")
     _check_access(path, parent)
     _inspect_header(path, info.st_size)
 
@@ -211,14 +242,28 @@ def _check_identity(path: str, app_id: int, version: int, tables: int) -> None:
         )
 
 
-def initialise(conn: sqlite3.Connection, path: str, *, busy_timeout: float, memory: bool) -> None:
+def initialise(
+    conn: sqlite3.Connection, path: str, *, busy_timeout: float, memory: bool, create: bool = True
+) -> None:
     """Check the database's identity, switch it to WAL and bring its schema up to date.
 
+    With `create` False nothing is written: the database must already be a chongming
+    store at `SCHEMA_VERSION`.
+
     Raises:
+        StoreNotFound: `create` is False and the database holds no chongming store, or one
+            at an older schema (unchanged).
         StoreError: a foreign or newer file (unchanged), or WAL cannot be enabled.
         sqlite3.Error: anything else (the caller translates it).
     """
-    _check_identity(path, *_identity(conn))
+    app_id, version, tables = _identity(conn)
+    _check_identity(path, app_id, version, tables)
+    if not create:
+        if app_id == 0 or version == 0:
+            raise _not_found(path, "the file is a SQLite database without the chongming tables")
+        if version < SCHEMA_VERSION:
+            raise _not_found(path, f"a store at the older schema {version}", version)
+        return
     if not memory:
         _enable_wal(conn, path, busy_timeout)
     version = _identity(conn)[1]

@@ -80,8 +80,14 @@ class SqliteTaskStore(TaskStore):
             process, and the database stays consistent after a power loss, which may
             lose the last commits) or ``"full"`` (every commit is fsynced, so it
             survives a power loss too; each commit costs a disk flush).
+        create: whether a missing file is created and an older schema migrated (the
+            default). False opens only an existing store at this code's schema and
+            changes nothing on the way (what a read-only console wants: a mistyped path
+            is reported, not answered with a new empty database).
 
     Raises:
+        StoreNotFound: `create` is False and there is no chongming store at `path` (no
+            file, an empty one, a database without the tables) or one at an older schema.
         StoreError: the path cannot hold a store (a directory, not a database, a
             database of another application or of a newer chongming, damaged,
             unreadable); the file is left unchanged.
@@ -94,6 +100,7 @@ class SqliteTaskStore(TaskStore):
         *,
         busy_timeout: float = 5.0,
         synchronous: str = "normal",
+        create: bool = True,
     ) -> None:
         if not isinstance(path, str | os.PathLike):
             raise ConfigurationError(
@@ -120,10 +127,16 @@ class SqliteTaskStore(TaskStore):
         self._busy_timeout = float(busy_timeout)
         self._synchronous = _SYNCHRONOUS[synchronous.lower()]
         if not self._memory:
-            prepare_file(self._path)
+            prepare_file(self._path, create=create)
         first = self._open_connection_translated()
         try:
-            initialise(first, self._path, busy_timeout=self._busy_timeout, memory=self._memory)
+            initialise(
+                first,
+                self._path,
+                busy_timeout=self._busy_timeout,
+                memory=self._memory,
+                create=create,
+            )
         except BaseException as exc:
             with contextlib.suppress(sqlite3.Error):
                 first.close()

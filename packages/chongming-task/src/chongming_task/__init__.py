@@ -43,6 +43,7 @@ from chongming_core import RetryPolicy as RetryPolicy
 from chongming_core import SnapshotWrite as SnapshotWrite
 from chongming_core import StateMachine as StateMachine
 from chongming_core import StoreError as StoreError
+from chongming_core import StoreNotFound as StoreNotFound
 from chongming_core import TaskCancelled as TaskCancelled
 from chongming_core import TaskError as TaskError
 from chongming_core import TaskExecutionError as TaskExecutionError
@@ -129,6 +130,7 @@ __all__ = [
     "SqliteTaskStore",
     "StateMachine",
     "StoreError",
+    "StoreNotFound",
     "TaskCancelled",
     "TaskContext",
     "TaskError",

@@ -11,6 +11,7 @@ you to inspect (``chongming-task --db .demo/tasks.db dashboard``).
 from __future__ import annotations
 
 import importlib
+import os
 import subprocess
 import sys
 import time
@@ -26,17 +27,20 @@ S = TaskStatus
 
 
 def _cli(db: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    """One ``chongming-task`` command, echoed and printed like a terminal session."""
+    """One ``chongming-task`` command, echoed and printed like a terminal session: notes
+    (stderr) and results (stdout) in the order the command wrote them."""
     shown = " ".join(a if " " not in a else repr(a) for a in args)
     print(f"\n$ chongming-task --db {db} {shown}")
     done = subprocess.run(
         [sys.executable, "-m", "chongming_cli", "--db", str(db), *args],
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
         text=True,
         timeout=60,
         check=False,
     )
-    print((done.stdout + done.stderr).rstrip())
+    print(done.stdout.rstrip())
     print(f"(exit code {done.returncode})")
     return done
 

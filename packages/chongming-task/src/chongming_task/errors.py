@@ -9,6 +9,7 @@ from chongming_core import ConfigurationError as ConfigurationError
 from chongming_core import DependencyFailed as DependencyFailed
 from chongming_core import InvalidTransition as InvalidTransition
 from chongming_core import StoreError as StoreError
+from chongming_core import StoreNotFound as StoreNotFound
 from chongming_core import TaskCancelled as TaskCancelled
 from chongming_core import TaskError as TaskError
 from chongming_core import TaskExecutionError as TaskExecutionError
@@ -22,6 +23,7 @@ __all__ = [
     "DependencyFailed",
     "InvalidTransition",
     "StoreError",
+    "StoreNotFound",
     "TaskCancelled",
     "TaskError",
     "TaskExecutionError",

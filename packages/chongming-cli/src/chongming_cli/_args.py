@@ -1,0 +1,235 @@
+"""``--arg NAME=VALUE``: command-line text turned into a task's keyword arguments.
+
+Every command that submits a task shares this. The text is converted by the
+annotation of the task function's parameter, before anything is submitted, so a
+value that does not fit is refused in one line instead of starting a task that
+fails with a `TypeError`:
+
+============================  ==============================================
+annotation                    the text
+============================  ==============================================
+``str``                       taken as it is (``--arg code=007`` -> ``"007"``)
+``int``                       a whole number (``--arg n=3``)
+``float``                     a number (``--arg ratio=0.5``)
+``bool``                      true/false, yes/no, on/off, 1/0 (any case)
+``X | None``, ``Optional[X]`` ``null`` -> None, else converted as ``X``
+``X | Y``                     the first of X, Y that converts
+anything else                 JSON (``--arg ids='[1, 2]'``)
+none, ``Any``, ``object``     JSON when it is valid JSON, else the text
+============================  ==============================================
+
+Nothing is ever evaluated as code.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import types
+import typing
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from chongming_cli._exit import CliError
+
+__all__ = [
+    "RESERVED_ARG_NAMES",
+    "convert_args",
+    "parse_arg_value",
+    "parse_task_args",
+    "split_args",
+]
+
+#: Keyword names `Controller.submit` takes itself; a task cannot receive them via ``--arg``.
+RESERVED_ARG_NAMES = frozenset(
+    {"name", "task_id", "label", "tags", "priority", "bucket_key", "retry", "timeout", "executor"}
+)
+
+_TRUE = frozenset({"true", "yes", "on", "1"})
+_FALSE = frozenset({"false", "no", "off", "0"})
+#: What a string annotation names when the function's hints cannot be resolved.
+_SIMPLE = {"str": str, "int": int, "float": float, "bool": bool, "Any": Any, "object": object}
+
+
+def parse_arg_value(text: str) -> Any:
+    """A ``--arg`` value for a parameter without annotation: JSON when it parses as JSON,
+    else the text itself.
+
+    Example::
+
+        parse_arg_value("3") == 3
+        parse_arg_value("true") is True
+        parse_arg_value('["a", "b"]') == ["a", "b"]
+        parse_arg_value("kafka://orders") == "kafka://orders"
+    """
+    try:
+        return json.loads(text, parse_constant=_no_constant)
+    except ValueError:
+        return text
+
+
+def _no_constant(name: str) -> Any:
+    # NaN and Infinity are not JSON; keep them as the strings the user typed
+    raise ValueError(name)
+
+
+def split_args(items: Iterable[str]) -> dict[str, str]:
+    """``["n=3", "s=x"]`` -> ``{"n": "3", "s": "x"}``: names checked, values left as text.
+
+    Raises:
+        CliError: an item without ``=``, a name that is not an identifier or that `submit`
+            takes itself, or a name given twice.
+    """
+    result: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep:
+            raise CliError(f"--arg {item!r} has no '='; write --arg NAME=VALUE, e.g. --arg n=3")
+        if not key.isidentifier():
+            raise CliError(
+                f"--arg {item!r}: {key!r} is not a valid keyword argument name; "
+                "write --arg NAME=VALUE with a Python identifier as NAME"
+            )
+        if key in RESERVED_ARG_NAMES:
+            raise CliError(
+                f"--arg {key}=...: {key!r} is an option of the run itself, not a task argument; "
+                f"use --{key.replace('_', '-')} if there is such an option, or rename the "
+                "task's parameter"
+            )
+        if key in result:
+            raise CliError(f"--arg {key}=... is given twice; give each argument once")
+        result[key] = value
+    return result
+
+
+def parse_task_args(items: Iterable[str]) -> dict[str, Any]:
+    """``["n=3", "s=x"]`` -> ``{"n": 3, "s": "x"}``: `split_args`, each value by
+    `parse_arg_value` (for a task whose annotations are not known)."""
+    return {key: parse_arg_value(value) for key, value in split_args(items).items()}
+
+
+def convert_args(
+    fn: Callable[..., Any], raw: Mapping[str, str], *, task: str | None = None
+) -> dict[str, Any]:
+    """Convert the text of each ``--arg`` by the annotation of `fn`'s parameter of that name.
+
+    The first parameter (the task context) is never one of them. A name `fn` has no
+    parameter for goes to its ``**kwargs`` annotation, if any; otherwise it is parsed as
+    `parse_arg_value` does (the signature check refuses it later).
+
+    Args:
+        fn: the task function.
+        raw: names and their text, from `split_args`.
+        task: the task's name, for messages.
+
+    Returns:
+        The keyword arguments to submit.
+
+    Raises:
+        CliError: a value that does not convert, naming the argument, the value, the type
+            expected and an example.
+    """
+    annotations = _annotations(fn)
+    converted: dict[str, Any] = {}
+    for name, text in raw.items():
+        annotation = annotations.get(name, annotations.get("**", Any))
+        try:
+            converted[name] = _convert(text, annotation)
+        except ValueError:
+            who = f"task {task!r}" if task else "the task"
+            shown = _type_name(annotation)
+            raise CliError(
+                f"--arg {name}={text!r}: {who} takes {name} as {shown}, and {text!r} is not "
+                f"one; write {_example(name, annotation)}"
+            ) from None
+    return converted
+
+
+def _annotations(fn: Callable[..., Any]) -> dict[str, Any]:
+    """Parameter name -> annotation (``"**"`` for the ``**kwargs`` one; `Any` for a
+    parameter without one)."""
+    try:
+        parameters = list(inspect.signature(fn).parameters.values())[1:]
+    except (TypeError, ValueError):
+        return {}
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # a forward reference the module cannot resolve: read the text
+        hints = {}
+    found: dict[str, Any] = {}
+    for parameter in parameters:
+        if parameter.kind is parameter.VAR_POSITIONAL:
+            continue
+        annotation = hints.get(parameter.name, parameter.annotation)
+        if annotation is parameter.empty:
+            annotation = Any
+        if isinstance(annotation, str):  # unresolved: only the simple names are known
+            annotation = _SIMPLE.get(annotation.strip(), Any)
+        key = "**" if parameter.kind is parameter.VAR_KEYWORD else parameter.name
+        found[key] = annotation
+    return found
+
+
+def _members(annotation: Any) -> tuple[Any, ...] | None:
+    """The members of a union (``X | Y``, ``Optional[X]``), None for anything else."""
+    if typing.get_origin(annotation) in (typing.Union, types.UnionType):
+        return typing.get_args(annotation)
+    return None
+
+
+def _convert(text: str, annotation: Any) -> Any:
+    """`text` as `annotation`; ValueError when it does not convert."""
+    if annotation in (Any, object):
+        return parse_arg_value(text)
+    members = _members(annotation)
+    if members is not None:
+        if type(None) in members and text.strip() == "null":
+            return None
+        for member in (m for m in members if m is not type(None)):
+            try:
+                return _convert(text, member)
+            except ValueError:
+                continue
+        raise ValueError(text)
+    if annotation is str:
+        return text
+    if annotation is bool:
+        word = text.strip().lower()
+        if word in _TRUE or word in _FALSE:
+            return word in _TRUE
+        raise ValueError(text)
+    if annotation is int:
+        return int(text)
+    if annotation is float:
+        return float(text)
+    return json.loads(text, parse_constant=_no_constant)
+
+
+def _type_name(annotation: Any) -> str:
+    if isinstance(annotation, type) and not typing.get_args(annotation):
+        return annotation.__name__
+    return str(annotation).replace("typing.", "")
+
+
+def _example(name: str, annotation: Any) -> str:
+    """An ``--arg`` that converts, for the error message."""
+    members = _members(annotation)
+    if members is not None:
+        usable = [m for m in members if m is not type(None)]
+        if usable:
+            return _example(name, usable[0]) + (
+                f" (or --arg {name}=null)" if len(usable) < len(members) else ""
+            )
+    if annotation is bool:
+        return f"--arg {name}=true (or false, yes, no, 1, 0)"
+    if annotation is int:
+        return f"a whole number, e.g. --arg {name}=3"
+    if annotation is float:
+        return f"a number, e.g. --arg {name}=0.5"
+    origin = typing.get_origin(annotation) or annotation
+    if isinstance(origin, type) and issubclass(origin, Mapping):
+        return f"""JSON, e.g. --arg {name}='{{"key": 1}}'"""
+    if isinstance(origin, type) and issubclass(origin, list | tuple | set | frozenset):
+        return f"JSON, e.g. --arg {name}='[1, 2]'"
+    return f"""its value as JSON, e.g. --arg {name}='"text"' or --arg {name}=3"""

@@ -1,0 +1,264 @@
+"""``stop``, ``pause`` and ``resume``: what each did, said to a person or as JSON.
+
+A console process holds no task (it submitted none), so a control it accepts is a
+command written to the store for the holder (D50, D56), never applied here. Each
+control ends in one of these outcomes:
+
+- ``requested``: the command was written; the holder applies it at its next poll
+  (``holder_renewing`` false: its holder stopped renewing its lease, so it may
+  never be applied);
+- ``not_confirmed``: a pause was written; across processes there is no receipt;
+- ``confirmed``: the pause was confirmed (only a controller that holds the task
+  can say so);
+- ``unchanged``: nothing was sent, because what was asked is already so (a pause
+  of a ``paused`` or ``pausing`` task, a stop of a ``stopping`` one);
+- ``refused``: nothing was sent, because the task cannot take it (exit 1).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from chongming_cli._commands import Command, Console, unknown_task
+from chongming_cli._exit import EXIT_OK, CliError
+from chongming_cli._hints import suggest
+from chongming_cli._output import lease_expired_for, write_json
+from chongming_cli._session import NodeOptions, open_controller
+from chongming_core import StateMachine, TaskSnapshot, TaskStatus
+from chongming_runtime import Controller, format_elapsed, printable
+
+__all__ = ["CONTROLS", "ControlReport"]
+
+_S = TaskStatus
+REQUESTED = "requested"
+NOT_CONFIRMED = "not_confirmed"
+CONFIRMED = "confirmed"
+UNCHANGED = "unchanged"
+REFUSED = "refused"
+
+
+@dataclass(frozen=True, slots=True)
+class ControlReport:
+    """What one control did (the ``--json`` document, less `message`).
+
+    Attributes:
+        task_id: the task.
+        action: ``stop``, ``pause`` or ``resume``.
+        outcome: see the module docstring.
+        reason: why, for every outcome but a plain ``requested``; None otherwise.
+        status: the task's status in the store when the control was made (None: no such
+            task).
+        holder: the process whose lease the task carried (None: none).
+        holder_renewing: whether that lease was still renewed (None: no holder).
+        command_sent: whether a command was written to the store.
+        message: the line shown to a person.
+    """
+
+    task_id: str
+    action: str
+    outcome: str
+    reason: str | None
+    status: str | None
+    holder: str | None
+    holder_renewing: bool | None
+    command_sent: bool
+    message: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``--json`` document."""
+        document = asdict(self)
+        del document["message"]
+        return document
+
+
+@dataclass(frozen=True, slots=True)
+class _Found:
+    """The task as the control found it, and how to report on it."""
+
+    task_id: str
+    action: str
+    snapshot: TaskSnapshot | None
+    node: NodeOptions
+    #: seconds since the holder's lease ran out (None: renewed, or no holder)
+    gone: float | None = None
+
+    @property
+    def renewing(self) -> bool | None:
+        """Whether the holder still renews its lease (None: the task has no holder)."""
+        if self.snapshot is None or not self.snapshot.lease_owner:
+            return None
+        return self.gone is None
+
+    @property
+    def holder_text(self) -> str:
+        owner = None if self.snapshot is None else self.snapshot.lease_owner
+        return f"its holder {printable(repr(owner))}" if owner else "its holder"
+
+    def report(
+        self, outcome: str, message: str, *, reason: str | None = None, sent: bool = False
+    ) -> ControlReport:
+        snap = self.snapshot
+        return ControlReport(
+            task_id=self.task_id,
+            action=self.action,
+            outcome=outcome,
+            reason=reason,
+            status=None if snap is None else snap.status.value,
+            holder=None if snap is None else snap.lease_owner,
+            holder_renewing=self.renewing,
+            command_sent=sent,
+            message=message,
+        )
+
+    def refused(self, reason: str) -> ControlReport:
+        return self.report(REFUSED, reason, reason=reason)
+
+    def applies(self, verb: str) -> tuple[str, str | None]:
+        """Who applies the command and when (`verb`, e.g. "applies it at its next poll"),
+        and the reason to give when its holder stopped renewing its lease (D56)."""
+        if self.gone is None:
+            return f"{self.holder_text} {verb}", None
+        text = (
+            f"{self.holder_text} stopped renewing its lease {format_elapsed(self.gone)} ago, so it "
+            "may never be applied (if that process is gone, mark a task that held a slot lost "
+            f"with: {suggest(self.node, 'reconcile')})"
+        )
+        return text, text
+
+
+def _find(controller: Controller, task_id: str, action: str, node: NodeOptions) -> _Found:
+    snapshot = controller.get(task_id)
+    if snapshot is None:
+        return _Found(task_id, action, None, node)
+    gone = lease_expired_for(snapshot, controller.clock.now()) if snapshot.lease_owner else None
+    return _Found(task_id, action, snapshot, node, gone)
+
+
+def _unfinished(found: _Found) -> ControlReport | None:
+    """The refusal of a control of a task that is unknown or already ended, if it is."""
+    snapshot = found.snapshot
+    if snapshot is None:
+        return found.refused(unknown_task(found.task_id, found.node))
+    if snapshot.is_terminal:
+        return found.refused(
+            f"task {printable(repr(found.task_id))} already ended {snapshot.status.value}; "
+            f"there is nothing to {found.action} (a finished task is never run again under "
+            "its id)"
+        )
+    return None
+
+
+def _stop(controller: Controller, args: argparse.Namespace, node: NodeOptions) -> ControlReport:
+    found = _find(controller, args.task_id, "stop", node)
+    shown = printable(repr(args.task_id))
+    follow = suggest(node, "status", args.task_id)
+    early = _unfinished(found)
+    if early is not None:
+        return early
+    assert found.snapshot is not None
+    if found.snapshot.status is _S.STOPPING:
+        already = f"task {shown} is already stopping (a stop was applied; it is winding up)"
+        return found.report(
+            UNCHANGED,
+            f"{already}; no other stop was sent; follow it with: {follow}",
+            reason=already,
+        )
+    if not controller.stop(args.task_id, reason=args.reason):
+        latest = _unfinished(_find(controller, args.task_id, "stop", node))
+        return latest or found.refused(f"the stop of task {shown} was not accepted; retry it")
+    who, reason = found.applies("applies it at its next poll")
+    return found.report(
+        REQUESTED,
+        f"stop requested for task {shown}: a command was written to the store and {who}; "
+        f"follow it with: {follow}",
+        reason=reason,
+        sent=True,
+    )
+
+
+def _pause(controller: Controller, args: argparse.Namespace, node: NodeOptions) -> ControlReport:
+    found = _find(controller, args.task_id, "pause", node)
+    shown = printable(repr(args.task_id))
+    early = _unfinished(found)
+    if early is not None:
+        return early
+    snapshot = found.snapshot
+    assert snapshot is not None
+    if snapshot.status in {_S.PAUSED, _S.PAUSING}:
+        state = "paused" if snapshot.status is _S.PAUSED else "pausing (a pause is under way)"
+        reason = f"task {shown} is already {state}"
+        return found.report(
+            UNCHANGED,
+            f"{reason}; no other pause was sent; resume it with: "
+            f"{suggest(node, 'resume', args.task_id)}",
+            reason=reason,
+        )
+    if not StateMachine(snapshot).can_pause():
+        return found.refused(
+            f"task {shown} is {snapshot.status.value}, and a {snapshot.status.value} task "
+            "cannot be paused (only a queued, starting, running or retry_wait one can); "
+            "nothing was sent"
+        )
+    if controller.pause(args.task_id):
+        return found.report(CONFIRMED, f"task {shown} is paused", sent=True)
+    who, stale = found.applies("pauses it at its next checkpoint")
+    return found.report(
+        NOT_CONFIRMED,
+        f"pause requested for task {shown} but not confirmed: across processes there is no "
+        f"receipt, and {who}; check it with: {suggest(node, 'status', args.task_id)}",
+        reason=stale or "across processes there is no receipt",
+        sent=True,
+    )
+
+
+def _resume(controller: Controller, args: argparse.Namespace, node: NodeOptions) -> ControlReport:
+    found = _find(controller, args.task_id, "resume", node)
+    shown = printable(repr(args.task_id))
+    early = _unfinished(found)
+    if early is not None:
+        return early
+    assert found.snapshot is not None
+    if StateMachine(found.snapshot).can_resume() and controller.resume(args.task_id):
+        who, reason = found.applies("applies it at its next poll")
+        return found.report(
+            REQUESTED,
+            f"resume requested for task {shown}: {who}; check it with: "
+            f"{suggest(node, 'status', args.task_id)}",
+            reason=reason,
+            sent=True,
+        )
+    latest = _find(controller, args.task_id, "resume", node)
+    ended = _unfinished(latest)
+    if ended is not None:
+        return ended
+    assert latest.snapshot is not None
+    status = latest.snapshot.status
+    return found.refused(f"task {shown} is {status.value}, not paused; there is nothing to resume")
+
+
+def _control(
+    act: Callable[[Controller, argparse.Namespace, NodeOptions], ControlReport],
+) -> Command:
+    def command(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
+        with open_controller(node) as controller:
+            report = act(controller, args, node)
+        if args.json:
+            write_json(console.out, report.to_dict())
+        elif report.outcome != REFUSED:
+            console.say(report.message)
+        if report.outcome == REFUSED:
+            raise CliError(report.message)
+        return EXIT_OK
+
+    command.__doc__ = act.__doc__
+    return command
+
+
+CONTROLS: dict[str, Command] = {
+    "stop": _control(_stop),
+    "pause": _control(_pause),
+    "resume": _control(_resume),
+}

@@ -1,0 +1,115 @@
+"""``--arg`` text converted by the task function's annotations (`convert_args`)."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import pytest
+
+from chongming_cli import CliError
+from chongming_cli._args import convert_args, split_args
+
+
+def typed(  # type: ignore[no-untyped-def]  # `bare` has no annotation on purpose
+    ctx: Any,
+    n: int,
+    ratio: float = 1.0,
+    flag: bool = False,
+    code: str = "",
+    limit: int | None = None,
+    old_style: Optional[int] = None,  # noqa: UP045 - the typing.Optional spelling on purpose
+    either: int | str = 0,
+    ids: list[int] | None = None,
+    options: dict[str, int] | None = None,
+    anything: Any = None,
+    bare=None,
+    **more: float,
+) -> None:
+    """A task whose parameters carry every kind of annotation."""
+
+
+def _convert(**raw: str) -> dict[str, Any]:
+    return convert_args(typed, raw, task="typed")
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "value"),
+    [
+        ("n", "3", 3),
+        ("n", "-12", -12),
+        ("ratio", "0.5", 0.5),
+        ("ratio", "2", 2.0),
+        ("flag", "true", True),
+        ("flag", "False", False),
+        ("flag", "yes", True),
+        ("flag", "NO", False),
+        ("flag", "1", True),
+        ("flag", "0", False),
+        ("flag", "on", True),
+        ("code", "007", "007"),  # a str parameter keeps the text: no JSON on the way
+        ("code", "3", "3"),
+        ("code", "true", "true"),
+        ("code", '"quoted"', '"quoted"'),
+        ("limit", "5", 5),
+        ("limit", "null", None),
+        ("old_style", "7", 7),
+        ("old_style", "null", None),
+        ("either", "4", 4),
+        ("either", "four", "four"),
+        ("ids", "[1, 2]", [1, 2]),
+        ("options", '{"a": 1}', {"a": 1}),
+        ("anything", "3", 3),  # Any: JSON when it is JSON, else the text
+        ("anything", "kafka://x", "kafka://x"),
+        ("bare", "[1]", [1]),
+        ("bare", "plain text", "plain text"),
+        ("extra", "2.5", 2.5),  # goes to **more: float
+    ],
+)
+def test_values_follow_the_annotation(name: str, text: str, value: Any) -> None:
+    converted = _convert(**{name: text})[name]
+    assert converted == value
+    assert type(converted) is type(value)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        ("n", "abc", "takes n as int, and 'abc' is not one; write a whole number, e.g. --arg n=3"),
+        ("n", "3.5", "a whole number"),
+        ("ratio", "fast", "takes ratio as float"),
+        ("flag", "maybe", "--arg flag=true (or false, yes, no, 1, 0)"),
+        ("limit", "many", "--arg limit=3 (or --arg limit=null)"),
+        ("ids", "1,2", "JSON, e.g. --arg ids='[1, 2]'"),
+        ("options", "a=1", """JSON, e.g. --arg options='{"key": 1}'"""),
+        ("extra", "lots", "takes extra as float"),
+    ],
+)
+def test_a_value_that_does_not_convert_is_one_clear_line(
+    name: str, text: str, expected: str
+) -> None:
+    with pytest.raises(CliError) as caught:
+        _convert(**{name: text})
+    message = str(caught.value)
+    assert message.startswith(f"--arg {name}={text!r}: task 'typed' takes {name} as ")
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_unresolvable_annotations_fall_back_to_their_names() -> None:
+    def body(ctx: Any, n: int, when: UndefinedType) -> None:  # type: ignore[name-defined]  # noqa: F821
+        """``UndefinedType`` is never defined: get_type_hints fails on it."""
+
+    assert convert_args(body, {"n": "3", "when": "x"}) == {"n": 3, "when": "x"}
+    with pytest.raises(CliError, match="takes n as int"):
+        convert_args(body, {"n": "x"})
+
+
+def test_unknown_names_are_left_to_the_signature_check() -> None:
+    def body(ctx: Any, n: int) -> None:
+        """No **kwargs: an unknown name stays as parse_arg_value makes it."""
+
+    assert convert_args(body, {"m": "3"}) == {"m": 3}
+
+
+def test_split_args_keeps_the_text() -> None:
+    assert split_args(["n=3", "url=a=b", " s =x"]) == {"n": "3", "url": "a=b", "s": "x"}

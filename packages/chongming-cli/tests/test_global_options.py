@@ -1,0 +1,131 @@
+"""Global options: ``--version``, unknown options, help for every option, shell completion."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+from importlib.metadata import version
+from pathlib import Path
+
+import pytest
+
+from chongming_cli import EXIT_FAILED, EXIT_OK, main
+from chongming_cli._parser import build_parser
+
+DISTRIBUTIONS = (
+    "chongming-cli",
+    "chongming-core",
+    "chongming-runtime",
+    "chongming-store-contract",
+    "chongming-store-postgres",
+    "chongming-store-sqlite",
+    "chongming-task",
+    "chongming-tui",
+)
+
+
+def test_version_names_every_installed_chongming_distribution(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--version"]) == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split() for line in lines] == [[d, version(d)] for d in DISTRIBUTIONS]
+
+
+@pytest.mark.parametrize(
+    "argv", [["--bogus"], ["--bogus", "ps"], ["ps", "--bogus"]], ids=["alone", "before", "after"]
+)
+def test_an_unknown_option_is_named(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert err.startswith("chongming-task: error: unrecognized arguments: --bogus")
+    assert err.count("\n") == 1
+
+
+def test_no_command_still_says_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == EXIT_FAILED
+    assert "the following arguments are required: COMMAND" in capsys.readouterr().err
+
+
+def _parsers() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    found = {"chongming-task": parser}
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            found.update(action.choices)
+    return found
+
+
+def test_every_option_of_every_command_has_help() -> None:
+    missing = [
+        f"{name} {action.option_strings[0]}"
+        for name, parser in _parsers().items()
+        for action in parser._actions
+        if action.option_strings and not action.help
+    ]
+    assert not missing, f"options without help text: {missing}"
+
+
+def _complete(line: str, tmp_path: Path, shell: str = "bash") -> list[str]:
+    """Ask the real console for completions, as a shell's completion function does."""
+    out = tmp_path / "completions"
+    env = {
+        **os.environ,
+        "_ARGCOMPLETE": "1",
+        "_ARGCOMPLETE_SHELL": shell,
+        "COMP_LINE": line,
+        "COMP_POINT": str(len(line)),
+        "_ARGCOMPLETE_STDOUT_FILENAME": str(out),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "chongming_cli"],
+        env=env,
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    # bash separates candidates with a vertical tab; fish and zsh put a description
+    # after a tab (fish) or a colon (zsh) on lines of their own
+    text = out.read_text(encoding="utf-8")
+    words = text.split("\v") if shell == "bash" else text.splitlines()
+    return sorted(w.split("\t")[0].split(":")[0].strip() for w in words if w.strip())
+
+
+@pytest.mark.parametrize("shell", ["bash", "zsh", "fish"])
+def test_completion_offers_commands_options_and_statuses(tmp_path: Path, shell: str) -> None:
+    assert _complete("chongming-task st", tmp_path, shell) == ["stats", "status", "stop"]
+    assert {"--db", "--dsn", "--debug"} <= set(_complete("chongming-task --d", tmp_path, shell))
+    assert _complete("chongming-task ps --status ru", tmp_path, shell) == ["running"]
+    assert _complete("chongming-task ps --status running,pa", tmp_path, shell) == [
+        "running,paused",
+        "running,pausing",
+    ]
+    assert _complete("chongming-task run x --tasks m --executor p", tmp_path, shell) == ["process"]
+
+
+def test_the_documented_activation_registers_the_command() -> None:
+    """docs/cli.md's lines: bash (and zsh) eval the script, fish sources its own."""
+    register = Path(sys.executable).parent / "register-python-argcomplete"
+    bash = subprocess.run(
+        ["bash", "-c", f'eval "$({register} chongming-task)" && complete -p chongming-task'],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert bash.returncode == 0, bash.stderr
+    assert "chongming-task" in bash.stdout
+    fish = subprocess.run(
+        [str(register), "--shell", "fish", "chongming-task"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert fish.returncode == 0, fish.stderr
+    assert "complete --command chongming-task" in fish.stdout
