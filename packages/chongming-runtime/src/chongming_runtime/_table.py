@@ -16,6 +16,7 @@ __all__ = [
     "TABLE_COLUMNS",
     "display_width",
     "format_elapsed",
+    "name_cell",
     "pad",
     "printable",
     "render_table",
@@ -82,10 +83,25 @@ def format_elapsed(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
+def name_cell(snapshot: TaskSnapshot, width: int | None = None) -> str:
+    """The NAME cell: the label, followed by the registered name in brackets when the label
+    hides it (``转换-1 (transform)``), so the name ``--name-prefix`` matches is always in
+    sight (R11, D87). Cut to `width` display cells, the label gives way first."""
+    name = printable(snapshot.name)
+    label = printable(snapshot.label) if snapshot.label else None
+    if label is None or label == name:
+        return name if width is None else truncate(name, width)
+    suffix = f" ({name})"
+    if width is None:
+        return label + suffix
+    room = width - display_width(suffix)
+    if room >= min(display_width(label), 4):
+        return truncate(label, room) + suffix
+    return truncate(label + suffix, width)
+
+
 def _row(snapshot: TaskSnapshot, now: datetime, name_width: int | None) -> list[str]:
-    name = printable(snapshot.display_name)
-    if name_width is not None:
-        name = truncate(name, name_width)
+    name = name_cell(snapshot, name_width)
     progress = printable(snapshot.progress.render()) if snapshot.progress is not None else "-"
     return [
         printable(snapshot.task_id),
@@ -109,8 +125,9 @@ def render_table(
     """Render snapshots as an aligned text table with a header and a rule.
 
     The NAME column shows the label when there is one, else the registered name
-    (R11). ELAPSED is ``-`` for a task that never ran: a duration there would
-    read as "it has been running this long".
+    (R11); a label that hides the name is followed by it in brackets (D87). ELAPSED is
+    running time (time paused in place is not counted, D88), ``-`` for a task that
+    never ran: a duration there would read as "it has been running this long".
 
     Example::
 
