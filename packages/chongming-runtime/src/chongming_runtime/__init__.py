@@ -30,6 +30,7 @@ from chongming_runtime._stats import ControllerStats as ControllerStats
 from chongming_runtime._table import TABLE_COLUMNS as TABLE_COLUMNS
 from chongming_runtime._table import display_width as display_width
 from chongming_runtime._table import format_elapsed as format_elapsed
+from chongming_runtime._table import name_cell as name_cell
 from chongming_runtime._table import printable as printable
 from chongming_runtime._table import render_table as render_table
 from chongming_runtime._task_run import TaskRun as TaskRun
@@ -70,6 +71,7 @@ __all__ = [
     "describe_buckets",
     "display_width",
     "format_elapsed",
+    "name_cell",
     "printable",
     "render_table",
     "run_command",
