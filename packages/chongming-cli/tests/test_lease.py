@@ -141,3 +141,46 @@ def test_reconcile_says_the_listed_status_is_the_one_before(
     assert "marked lost (the status each had before):" in out  # the rows below say running
     assert main(["--db", db, "status", "orphan"]) == EXIT_OK
     assert re.search(r"^status: +lost$", capsys.readouterr().out, re.MULTILINE)
+
+
+def test_status_shows_running_time_and_apart_from_it_paused_time_and_a_silent_holder(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """elapsed is running time: a task that ran 10 s and has been paused in place for
+    90 s shows 10 s, and the pause on a line of its own; a task whose holder died shows
+    since when nobody renewed its lease (D88)."""
+    path = tmp_path / "times.db"
+    clock = FakeClock(datetime.now(UTC) - timedelta(seconds=100))
+    paused = StateMachine.create("paused", "worker", clock=clock)
+    paused.mark_queued()
+    paused.mark_starting(executor="thread")
+    paused.mark_running()
+    clock.advance(10)
+    paused.mark_pausing()
+    paused.mark_paused()
+    tomorrow = datetime.now(UTC) + timedelta(days=1)
+    with SqliteTaskStore(path) as store:
+        store.create(
+            paused.snapshot.evolve(lease_owner="node-a", lease_until=tomorrow), paused.transitions
+        )
+    assert main(["--db", str(path), "status", "paused"]) == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    assert next(line for line in lines if line.startswith("elapsed")).split() == [
+        "elapsed:", "10.0s"
+    ]  # fmt: skip
+    pause = next(line for line in lines if line.startswith("paused"))
+    assert pause.split()[1].startswith("1m3")  # ~90 s
+    assert "in place since" in pause
+    assert not any(line.startswith("holder gone") for line in lines)
+
+
+def test_status_of_an_orphan_says_since_when_its_holder_is_gone(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--db", db, "status", "orphan"]) == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    gone = next(line for line in lines if line.startswith("holder gone since"))
+    assert "2020-01-01 00:00:00 UTC" in gone
+    assert "its lease was not renewed after that" in gone
+    assert main(["--db", db, "status", "alive"]) == EXIT_OK
+    assert "holder gone" not in capsys.readouterr().out

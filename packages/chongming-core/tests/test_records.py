@@ -68,9 +68,11 @@ def _full_snapshot() -> TaskSnapshot:
                 ended_at=T0 + timedelta(seconds=2),
                 status=TaskStatus.RETRY_WAIT,
                 failure=failure,
+                paused_seconds=0.25,
             ),
             AttemptRecord(number=2, started_at=T0, ended_at=None, status=TaskStatus.RUNNING),
         ),
+        paused_seconds=1.5,
     )
 
 
@@ -377,3 +379,111 @@ def test_elapsed_of_a_running_task_stops_where_its_lease_ended() -> None:
     assert renewed.elapsed(hour_later) == 3600.0
     unleased = running.evolve(lease_owner=None, lease_until=None)
     assert unleased.elapsed(hour_later) == 3600.0
+
+
+def _pause_in_place(machine: StateMachine) -> None:
+    machine.mark_pausing()
+    machine.mark_paused()
+    assert machine.snapshot.paused_in_place
+
+
+def test_elapsed_is_running_time_a_pause_in_place_is_counted_apart() -> None:
+    """ELAPSED is running time (D88): it stands still while the body is suspended at a
+    checkpoint, and every pause of the attempt is counted in `paused_for` instead."""
+    clock = FakeClock()
+    machine = _running_for("t", 10, clock)
+    _pause_in_place(machine)
+    paused_at = clock.now()
+    clock.advance(30)
+    snap = machine.snapshot
+    assert snap.paused_since == paused_at
+    assert snap.elapsed(clock.now()) == 10.0  # not 40
+    assert snap.paused_for(clock.now()) == 30.0
+    machine.resume()
+    assert machine.snapshot.paused_seconds == 30.0
+    assert machine.snapshot.paused_since is None
+    clock.advance(5)
+    _pause_in_place(machine)  # a second pause of the same attempt
+    clock.advance(20)
+    assert machine.snapshot.elapsed(clock.now()) == 15.0
+    assert machine.snapshot.paused_for(clock.now()) == 50.0
+    machine.resume()
+    clock.advance(1)
+    machine.mark_succeeded(outcome=None)
+    done = machine.snapshot
+    assert done.attempts[-1].paused_seconds == 50.0
+    assert done.elapsed(clock.now() + timedelta(hours=1)) == 16.0
+    assert done.paused_for(clock.now() + timedelta(hours=1)) == 50.0
+    restored = TaskSnapshot.from_dict(json.loads(json.dumps(done.to_dict())))
+    assert restored.elapsed(clock.now()) == 16.0
+    assert restored.attempts[-1].paused_seconds == 50.0
+
+
+def test_a_pause_is_counted_for_its_attempt_only() -> None:
+    clock = FakeClock()
+    machine = _running_for("t", 2, clock)
+    _pause_in_place(machine)
+    clock.advance(30)
+    machine.resume()
+    machine.mark_retry_wait(Failure.of(FailureKind.EXCEPTION, "boom"), retry_at=clock.now())
+    waiting = machine.snapshot
+    assert (waiting.elapsed(clock.now()), waiting.paused_for(clock.now())) == (2.0, 30.0)
+    machine.mark_starting()
+    machine.mark_running()
+    clock.advance(4)
+    second = machine.snapshot
+    assert second.paused_seconds == 0.0
+    assert (second.elapsed(clock.now()), second.paused_for(clock.now())) == (4.0, 0.0)
+
+
+def test_a_stop_of_a_task_paused_in_place_counts_the_pause_it_ends() -> None:
+    """R3: paused -> running -> stopping -> stopped; the pause ends at the first step."""
+    clock = FakeClock()
+    machine = _running_for("t", 3, clock)
+    _pause_in_place(machine)
+    clock.advance(60)
+    machine.mark_running(trigger="runtime:stop", reason="stop requested")
+    machine.mark_stopping(reason="ops")
+    clock.advance(1)
+    machine.mark_stopped(reason="ops")
+    stopped = machine.snapshot
+    assert stopped.attempts[-1].paused_seconds == 60.0
+    assert stopped.elapsed(clock.now()) == 4.0
+
+
+def test_a_task_paused_in_place_whose_holder_died_ends_its_attempt_where_it_stood() -> None:
+    """Forced lost from paused (reconcile): its attempt ended too, and the record keeps it;
+    without one, elapsed counted until the moment it was found (hours later)."""
+    clock = FakeClock()
+    machine = _running_for("t", 5, clock)
+    _pause_in_place(machine)
+    clock.advance(7200)
+    failure = Failure.of(FailureKind.LOST, "holder gone")
+    machine.force_transition(TaskStatus.LOST, actor="reconcile", reason="gone", failure=failure)
+    lost = machine.snapshot
+    assert [a.status for a in lost.attempts] == [TaskStatus.LOST]
+    assert lost.attempts[-1].paused_seconds == 7200.0
+    assert lost.elapsed(clock.now()) == 5.0
+
+
+def test_paused_time_of_a_task_whose_holder_stopped_renewing_stops_at_its_lease() -> None:
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    paused = TaskSnapshot(
+        task_id="t", name="n", status=TaskStatus.PAUSED, paused_in_place=True, attempt=1,
+        started_at=start, updated_at=start + timedelta(seconds=10), paused_seconds=2.0,
+        lease_owner="node-a", lease_until=start + timedelta(seconds=40),
+    )  # fmt: skip
+    hour_later = start + timedelta(hours=1)
+    assert paused.elapsed(hour_later) == 8.0  # 10 s from start, 2 s of an earlier pause
+    assert paused.paused_for(hour_later) == 32.0  # 2 + 30 s vouched for by the lease
+    assert paused.paused_for(start + timedelta(seconds=20)) == 12.0
+
+
+def test_records_written_before_paused_seconds_existed_read_no_pause() -> None:
+    data = _full_snapshot().to_dict()
+    del data["paused_seconds"]
+    for attempt in data["attempts"]:
+        del attempt["paused_seconds"]
+    old = TaskSnapshot.from_dict(data)
+    assert old.paused_seconds == 0.0
+    assert [a.paused_seconds for a in old.attempts] == [0.0, 0.0]

@@ -162,7 +162,8 @@ def test_max_parallel_queues_the_rest_and_the_table_shows_it(
     table = render_table(controller.list_tasks()).splitlines()
     assert table[0].split()[:5] == ["TASK_ID", "NAME", "STATUS", "ATTEMPT", "ELAPSED"]
     queued_row = next(line for line in table if line.startswith("t2"))
-    assert queued_row.split()[1:5] == ["转换-3", "queued", "0/1", "-"]
+    # the label, then the registered name it hides (D87)
+    assert queued_row.split()[1:6] == ["转换-3", "(transform)", "queued", "0/1", "-"]
     stats = controller.stats()
     assert stats.running == 2
     assert stats.queued == 2

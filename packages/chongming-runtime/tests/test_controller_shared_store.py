@@ -256,6 +256,42 @@ def test_a_lease_the_touch_timer_cannot_renew_in_time_is_refused(
     )
 
 
+@pytest.mark.parametrize("lease_ttl", [0.3, 1, 2, 3, 10, 60])
+def test_any_lease_ttl_alone_is_accepted_and_its_lease_renewed_in_time(
+    controllers: Callable[..., Controller], lease_ttl: float
+) -> None:
+    """The guide names only lease_ttl: the default touch interval (1 s) follows a shorter
+    lease (a third of it), so no lease_ttl alone is refused, and the lease in the store is
+    renewed before it expires, over several lease periods (D85)."""
+    store = InMemoryTaskStore()
+    clock = FakeClock()
+    worker = controllers(store=store, owner="w", clock=clock, lease_ttl=lease_ttl)
+    assert worker.touch_interval == min(1.0, lease_ttl / 3)
+    worker.register("sync", worker_body)
+    run = worker.submit("sync", "x", task_id="held")
+    _until(lambda: run.status is S.RUNNING, "the task to run")
+    console = controllers(store=store, owner="console", clock=clock)
+    step = lease_ttl / 7
+    for _ in range(3 * 7):
+        clock.advance(step)  # fires every touch tick that falls due (R23)
+        assert worker.flush()
+        stored = store.get("held")
+        assert stored is not None
+        assert stored.lease_until is not None
+        assert stored.lease_until > clock.now(), "the lease expired while its holder lived"
+        assert console.reconcile(dry_run=True).lost == ()
+
+
+def test_a_touch_interval_given_too_long_says_why_and_what_would_do() -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        Controller(store=InMemoryTaskStore(), lease_ttl=1, touch_interval=1)
+    message = str(caught.value)
+    assert "lease_ttl (1 s) must be at least 3 x touch_interval (1 s)" in message
+    assert "renewed on the touch timer" in message
+    assert "at most 0.333333 s" in message
+    assert "leave touch_interval out" in message
+
+
 class FlakyStore(InMemoryTaskStore):
     def __init__(self) -> None:
         super().__init__()

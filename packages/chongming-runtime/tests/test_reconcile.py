@@ -165,3 +165,32 @@ def test_a_lost_attempt_ends_when_its_lease_expired_not_when_it_was_noticed() ->
     bare = store.get("bare")
     assert bare is not None
     assert bare.elapsed(clock.now()) == 60.0
+
+
+def test_a_task_paused_in_place_whose_holder_died_ran_and_paused_until_its_lease() -> None:
+    """Its body ran 5 s, then waited at a checkpoint until the process died; found two
+    hours later, it shows 5 s of running time and a pause up to its lease's end (D88),
+    not two hours of either."""
+    clock = FakeClock()
+    store = InMemoryTaskStore()
+    machine = StateMachine.create("p", "job", clock=clock)
+    for step in RUNNING:
+        getattr(machine, step)()
+    clock.advance(5)
+    machine.mark_pausing()
+    machine.mark_paused()
+    snapshot = machine.snapshot.evolve(
+        lease_owner="worker-1", lease_until=clock.now() + timedelta(seconds=30)
+    )
+    store.create(snapshot, machine.transitions)
+    clock.advance(2 * 3600)
+    reconcile_store(store, actor="worker-2", clock=clock, buckets=None)
+    stored = store.get("p")
+    assert stored is not None
+    assert stored.status is S.LOST
+    last = stored.attempts[-1]
+    assert (last.number, last.status) == (1, S.LOST)
+    assert last.ended_at == snapshot.lease_until
+    assert last.paused_seconds == 30.0
+    assert stored.elapsed(clock.now()) == 5.0
+    assert stored.paused_for(clock.now()) == 30.0

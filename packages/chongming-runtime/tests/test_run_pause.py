@@ -265,3 +265,42 @@ def test_per_attempt_counts_running_time_only_the_remainder_is_kept_across_a_pau
     assert outcome.status is S.FAILED
     assert outcome.failure is not None
     assert outcome.failure.kind is FailureKind.TIMEOUT_ATTEMPT
+
+
+def test_elapsed_is_the_running_time_the_attempt_timeout_counts() -> None:
+    """ELAPSED and the per-attempt limit agree on what running time is: a pause in place
+    counts in neither, and is shown as paused time instead (D88)."""
+    clock = FakeClock()
+    entered = threading.Event()
+    run = TaskRun(looping(entered), clock=clock, timeout=Timeout(per_attempt=10))
+    run.start()
+    assert entered.wait(10)
+    clock.advance(2)
+    assert run.pause(timeout=10)
+    clock.advance(100)
+    assert run.snapshot.elapsed(clock.now()) == 2.0
+    assert run.snapshot.paused_for(clock.now()) == 100.0
+    run.resume()
+    clock.advance(8)  # the per-attempt timeout fires at 10 s of running time
+    outcome = run.wait(10)
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.TIMEOUT_ATTEMPT
+    ended = outcome.snapshot
+    assert ended.elapsed(clock.now()) == 10.0
+    assert ended.paused_for(clock.now()) == 100.0
+
+
+def test_a_stopped_paused_task_ran_only_until_its_pause() -> None:
+    clock = FakeClock()
+    entered = threading.Event()
+    run = TaskRun(looping(entered), clock=clock)
+    run.start()
+    assert entered.wait(10)
+    clock.advance(3)
+    assert run.pause(timeout=10)
+    clock.advance(50)
+    run.stop(reason="not needed")
+    outcome = run.wait(10)
+    assert outcome.status is S.STOPPED
+    assert outcome.snapshot.elapsed(clock.now()) == 3.0
+    assert outcome.snapshot.attempts[-1].paused_seconds == 50.0

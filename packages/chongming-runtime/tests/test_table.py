@@ -10,6 +10,7 @@ from chongming_core import Failure, FailureKind, Progress, TaskSnapshot, TaskSta
 from chongming_runtime._table import (
     display_width,
     format_elapsed,
+    name_cell,
     printable,
     render_table,
     truncate,
@@ -36,8 +37,11 @@ def test_guide_rows_align_by_display_width() -> None:
     assert lines[0].split() == [
         "TASK_ID", "NAME", "STATUS", "ATTEMPT", "ELAPSED", "PROGRESS", "BUCKET", "FAILURE",
     ]  # fmt: skip
-    assert lines[2].split() == ["t0", "转换-1", "running", "1/1", "0.4s", "-", "-", "-"]
-    assert lines[4].split() == ["t2", "转换-3", "queued", "0/1", "-", "-", "-", "-"]
+    # the label, and the registered name it hides (what --name-prefix matches, D87)
+    assert lines[2].split() == [
+        "t0", "转换-1", "(transform)", "running", "1/1", "0.4s", "-", "-", "-"
+    ]  # fmt: skip
+    assert lines[4].split() == ["t2", "转换-3", "(transform)", "queued", "0/1", "-", "-", "-", "-"]
     # every column starts at the same display cell on every line
     status_cells = {display_width(line[: line.index(word)]) for line, word in zip(
         lines[2:], ["running", "running", "queued", "queued"], strict=True
@@ -107,7 +111,7 @@ def test_stored_text_is_shown_escaped_never_as_control_characters() -> None:
     assert len(lines) == 3  # header, rule, one row
     row = lines[2]
     assert row.isprintable()
-    assert row.split()[:3] == ["t\\n0", "evil\\x1b]0;pwned\\x07\\x9b2J", "running"]
+    assert row.split()[:4] == ["t\\n0", "evil\\x1b]0;pwned\\x07\\x9b2J", "(transform)", "running"]
 
 
 def test_a_narrow_encoding_escapes_before_the_columns_are_measured() -> None:
@@ -132,3 +136,23 @@ def test_a_narrow_encoding_escapes_before_the_columns_are_measured() -> None:
     assert truncate("abcdef", 4, "utf-8") == "abc…"
     assert printable("é", "latin-1") == "é"
     assert printable("é\n", "ascii") == "\\xe9\\n"
+
+
+def test_a_label_never_hides_the_registered_name() -> None:
+    """NAME shows the label (R11) and, where it differs, the registered name that
+    ``ps --name-prefix`` and the dashboard's name filter match (D87)."""
+    labelled = TaskSnapshot(task_id="t", name="transform", label="转换-1")
+    assert name_cell(labelled) == "转换-1 (transform)"
+    assert name_cell(labelled.evolve(label=None)) == "transform"
+    assert name_cell(labelled.evolve(label="transform")) == "transform"
+    # cut to a width, the label gives way and the name stays whole
+    long = labelled.evolve(label="每日汇总报表-第三批次-租户A")
+    cut = name_cell(long, 24)
+    assert display_width(cut) <= 24
+    assert cut.endswith("… (transform)")
+    # too narrow for both: one cut, marked
+    tiny = name_cell(long, 8)
+    assert display_width(tiny) <= 8
+    assert tiny.endswith("…")
+    table = render_table([long], now=NOW, max_name_width=24)
+    assert "… (transform)" in table.splitlines()[2]

@@ -26,7 +26,14 @@ from chongming_core import (
 )
 from chongming_store_contract import BASE_TIME, build_command, build_task, next_version
 from chongming_store_postgres import PostgresTaskStore
-from chongming_store_postgres._schema import SCHEMA_VERSION
+from chongming_store_postgres._schema import (
+    CREATE_SCHEMA,
+    CREATE_VERSION_TABLE,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    WRITE_VERSION,
+    table_names,
+)
 
 pytestmark = pytest.mark.postgres
 Admin = psycopg.Connection[tuple[Any, ...]]
@@ -149,6 +156,38 @@ def test_an_older_schema_version_is_migrated_forward(
         sql.SQL("SELECT version FROM {}").format(sql.Identifier(store.schema, "schema_version"))
     ).fetchone()
     assert version == (SCHEMA_VERSION,)
+
+
+def test_tables_of_version_1_gain_paused_seconds_and_keep_their_rows(
+    make_store: Callable[..., PostgresTaskStore], admin: Admin, schema: str
+) -> None:
+    """A store written by the previous release (no ``paused_seconds`` column) is migrated
+    on connect; its rows read 0 s paused (no pause was counted then) and new writes keep
+    the field."""
+    names = table_names(schema)
+    admin.execute(sql.SQL(CREATE_SCHEMA).format(**names))
+    admin.execute(sql.SQL(CREATE_VERSION_TABLE).format(**names))
+    for statement in MIGRATIONS[1]:
+        admin.execute(sql.SQL(statement).format(**names))
+    admin.execute(sql.SQL(WRITE_VERSION).format(**names), {"version": 1})
+    admin.execute(
+        sql.SQL(
+            "INSERT INTO {} (task_id, name, status, status_version, attempt, max_attempts, "
+            "priority, id_fold, name_fold, label_fold) "
+            "VALUES ('old', 'job', 'running', 3, 1, 1, 0, 'old', 'job', '')"
+        ).format(sql.Identifier(schema, "tasks"))
+    )
+    store = make_store()
+    old = store.get("old")
+    assert old is not None
+    assert (old.status, old.paused_seconds) == (TaskStatus.RUNNING, 0.0)
+    snapshot, transitions = build_task("new", TaskStatus.RUNNING)
+    store.create(snapshot.evolve(paused_seconds=12.5), transitions)
+    assert store.get("new").paused_seconds == 12.5  # type: ignore[union-attr]
+    version = admin.execute(
+        sql.SQL("SELECT version FROM {}").format(sql.Identifier(schema, "schema_version"))
+    ).fetchone()
+    assert version == (SCHEMA_VERSION,) == (2,)
 
 
 def test_schema_names_are_identifiers_not_sql(

@@ -114,6 +114,34 @@ def seed(store: TaskStore, clock: FakeClock) -> None:
         _write(store, machine)
 
 
+def seed_pipeline(store: TaskStore, clock: FakeClock) -> None:
+    """Three nodes of one pipeline run, whose ids differ only at their end, with long
+    progress texts, and a task paused in place for a while (its running time stands still).
+    Seed these first, then `seed`: the times `seed` leaves stay as they are."""
+    prefix = "nightly-8093c2ab4f:"
+    for node, done, unit in (("extract", 1_204_331, "rows read from s3://lake/raw"),
+                             ("transform", 56_200, "rows normalised and deduplicated"),
+                             ("load", 0, "rows written to the warehouse")):  # fmt: skip
+        clock.advance(1)
+        m = StateMachine.create(prefix + node, f"nightly.{node}", label=node, clock=clock,
+                                pipeline_id="nightly-8093c2ab4f", node_id=node)  # fmt: skip
+        m.mark_queued(actor="worker-4")
+        m.mark_starting(executor="thread", actor="worker-4")
+        m.mark_running(actor="worker-4")
+        _write(store, m, progress=Progress(done, 2_000_000, unit), lease_owner="worker-4",
+               lease_until=clock.now() + timedelta(minutes=5))  # fmt: skip
+    clock.advance(1)
+    m = StateMachine.create("backfill-2026-q3", "backfill", label="季度回填", clock=clock)
+    m.mark_queued(actor="worker-4")
+    m.mark_starting(executor="thread", actor="worker-4")
+    m.mark_running(actor="worker-4")
+    clock.advance(12)
+    m.mark_pausing(actor="console-1 (command)")
+    m.mark_paused(actor="worker-4")
+    clock.advance(95)
+    _write(store, m, lease_owner="worker-4", lease_until=clock.now() + timedelta(minutes=9))
+
+
 @pytest.fixture
 def seeder() -> Callable[[TaskStore, FakeClock], None]:
     """`seed`, for tests that seed a store of their own."""
@@ -152,3 +180,34 @@ def make_app() -> Callable[..., DashboardApp]:
         return DashboardApp(controller, store_label="/data/tasks.db", **kwargs)
 
     return make
+
+
+@pytest.fixture
+def pipeline_console(tmp_path: Path, clock: FakeClock) -> Iterator[Controller]:
+    """A console over a store seeded with `seed_pipeline`, then `seed` (fifteen tasks)."""
+    with SqliteTaskStore(tmp_path / "pipeline.db") as sqlite:
+        seed_pipeline(sqlite, clock)
+        seed(sqlite, clock)
+        controller = Controller(store=sqlite, owner=CONSOLE, clock=clock)
+        yield controller
+        controller.close(timeout=10)
+
+
+@pytest.fixture
+def holder(store: SqliteTaskStore, clock: FakeClock) -> Callable[..., None]:
+    """``holder(task_id, *steps)``: the task's holder (another process) moves it through
+    `StateMachine` steps (``"mark_paused"``, ``"resume"``, ...) and saves it in the store."""
+
+    def act(task_id: str, *steps: str) -> None:
+        snapshot = store.get(task_id)
+        assert snapshot is not None
+        machine = StateMachine(snapshot, clock=clock)
+        for step in steps:
+            getattr(machine, step)(actor="worker-1")
+        store.save(
+            machine.snapshot,
+            expect_version=snapshot.status_version,
+            transitions=machine.transitions,
+        )
+
+    return act

@@ -39,17 +39,6 @@ async def _refresh(app: DashboardApp, pilot: Pilot[int]) -> None:
     await wait_for(pilot, lambda: app.refresh_count > count, "a refresh")
 
 
-def _advance(store: SqliteTaskStore, clock: FakeClock, task_id: str, *steps: str) -> None:
-    snapshot = store.get(task_id)
-    assert snapshot is not None
-    machine = StateMachine(snapshot, clock=clock)
-    for step in steps:
-        getattr(machine, step)(actor="worker-1")
-    store.save(
-        machine.snapshot, expect_version=snapshot.status_version, transitions=machine.transitions
-    )
-
-
 def test_the_overview_shows_every_task_newest_first_with_the_header(
     console: Controller, make_app: Callable[..., DashboardApp]
 ) -> None:
@@ -58,7 +47,9 @@ def test_the_overview_shows_every_task_newest_first_with_the_header(
     async def scenario(pilot: Pilot[int]) -> None:
         table = _table(app)
         assert table.task_ids == NEWEST_FIRST
-        assert _cell(app, "etl-001", "name") == "转换-1"
+        # the label, and the registered name the name filter matches (D87)
+        assert _cell(app, "etl-001", "name") == "转换-1 (transform)"
+        assert _cell(app, "report-1", "name") == "report"  # no label: the name alone
         assert _cell(app, "etl-001", "attempt") == "1/3"
         assert _cell(app, "etl-001", "progress").endswith("120/500 rows")
         assert _cell(app, "etl-003", "elapsed") == "-"
@@ -71,7 +62,7 @@ def test_the_overview_shows_every_task_newest_first_with_the_header(
         assert "running 2" in header
         assert "total 11" in header
 
-    drive(app, scenario)
+    drive(app, scenario, size=(200, 40))  # the lease column wide enough for its owner
 
 
 def test_arrow_keys_move_and_enter_opens_the_whole_history(
@@ -127,6 +118,7 @@ def test_a_refresh_updates_rows_in_place_and_keeps_the_selection(
     console: Controller,
     store: SqliteTaskStore,
     clock: FakeClock,
+    holder: Callable[..., None],
     make_app: Callable[..., DashboardApp],
 ) -> None:
     app = make_app(console)
@@ -136,7 +128,7 @@ def test_a_refresh_updates_rows_in_place_and_keeps_the_selection(
         table.move_cursor(row=table.get_row_index("etl-002"))
         rows_before = dict(table.rows)
         # another process starts a queued task and creates a new one
-        _advance(store, clock, "etl-003", "mark_starting", "mark_running")
+        holder("etl-003", "mark_starting", "mark_running")
         fresh = StateMachine.create("etl-005", "transform", label="转换-5", clock=clock)
         store.create(fresh.snapshot)
         await _refresh(app, pilot)
@@ -154,7 +146,7 @@ def test_a_refresh_updates_rows_in_place_and_keeps_the_selection(
 def test_a_task_leaving_the_view_is_removed_and_the_cursor_stays_on_a_task(
     console: Controller,
     store: SqliteTaskStore,
-    clock: FakeClock,
+    holder: Callable[..., None],
     make_app: Callable[..., DashboardApp],
 ) -> None:
     app = make_app(console)
@@ -162,7 +154,7 @@ def test_a_task_leaving_the_view_is_removed_and_the_cursor_stays_on_a_task(
     async def scenario(pilot: Pilot[int]) -> None:
         await pilot.press("2")  # queued: etl-004 (retry_wait) and etl-003
         await wait_for(pilot, lambda: _table(app).task_ids == ["etl-004", "etl-003"], "queued")
-        _advance(store, clock, "etl-003", "mark_starting", "mark_running")
+        holder("etl-003", "mark_starting", "mark_running")
         await _refresh(app, pilot)
         assert _table(app).task_ids == ["etl-004"]
         assert _table(app).selected_task_id == "etl-004"

@@ -130,6 +130,7 @@ def format_snapshot(
         ("status", status + (" (in place)" if snapshot.paused_in_place else "")),
         ("attempt", f"{snapshot.attempt}/{snapshot.max_attempts}"),
         ("elapsed", format_elapsed(snapshot.elapsed(moment))),
+        *_time_apart(snapshot, moment),
         *_liveness(snapshot, moment),
         ("progress", p(_progress_text(snapshot))),
         ("tags", p(", ".join(sorted(snapshot.tags))) or "-"),
@@ -148,6 +149,27 @@ def format_snapshot(
     if snapshot.status is TaskStatus.SUCCEEDED:
         pairs.append(("value", p(format_value(snapshot.outcome))))
     return _block(pairs)
+
+
+def _time_apart(snapshot: TaskSnapshot, now: datetime) -> list[tuple[str, str]]:
+    """What ``elapsed`` (running time) leaves out: the time the attempt spent paused in
+    place, and since when its holder stopped renewing its lease (D88)."""
+    pairs: list[tuple[str, str]] = []
+    paused = snapshot.paused_for(now)
+    since = snapshot.paused_since
+    if since is not None:
+        text = f"{format_elapsed(paused)}, in place since {format_time(since)}"
+        pairs.append(("paused", text))
+    elif paused:
+        pairs.append(("paused", format_elapsed(paused)))
+    gone = lease_expired_for(snapshot, now)
+    if gone is not None and snapshot.lease_until is not None:
+        text = (
+            f"{format_time(snapshot.lease_until)} ({format_elapsed(gone)} ago): its lease was "
+            "not renewed after that, so elapsed and paused count up to then"
+        )
+        pairs.append(("holder gone since", text))
+    return pairs
 
 
 def _liveness(snapshot: TaskSnapshot, now: datetime) -> list[tuple[str, str]]:

@@ -133,13 +133,18 @@ class Transition:
 
 @dataclass(frozen=True, slots=True)
 class AttemptRecord:
-    """What became of one attempt: when it ran and why it ended (None = succeeded)."""
+    """What became of one attempt: when it ran and why it ended (None = succeeded).
+
+    ``paused_seconds`` is how long the attempt was suspended in place at a checkpoint
+    (between ``started_at`` and ``ended_at``, it did not run then).
+    """
 
     number: int
     started_at: datetime | None
     ended_at: datetime | None
     status: TaskStatus
     failure: Failure | None = None
+    paused_seconds: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready mapping."""
@@ -149,6 +154,7 @@ class AttemptRecord:
             "ended_at": format_time(self.ended_at),
             "status": self.status.value,
             "failure": None if self.failure is None else self.failure.to_dict(),
+            "paused_seconds": self.paused_seconds,
         }
 
     @classmethod
@@ -161,6 +167,7 @@ class AttemptRecord:
             ended_at=parse_time(data.get("ended_at")),
             status=TaskStatus(data["status"]),
             failure=None if failure is None else Failure.from_dict(failure),
+            paused_seconds=float(data.get("paused_seconds") or 0.0),
         )
 
 
@@ -173,7 +180,9 @@ class TaskSnapshot:
 
     Only `StateMachine` produces snapshots with a new status or version; the
     side-path fields (progress, heartbeat, lease, pid) are refreshed by `touch`
-    without a new version.
+    without a new version. ``paused_seconds`` is how long the current attempt was
+    suspended in place in pauses it has resumed from; a pause under way began at
+    `paused_since`.
     """
 
     task_id: str
@@ -205,6 +214,7 @@ class TaskSnapshot:
     pid: int | None = None
     paused_in_place: bool = False
     attempts: tuple[AttemptRecord, ...] = ()
+    paused_seconds: float = 0.0
 
     @property
     def is_terminal(self) -> bool:
@@ -216,16 +226,37 @@ class TaskSnapshot:
         """The label when there is one, else the registered name."""
         return self.label or self.name
 
+    @property
+    def paused_since(self) -> datetime | None:
+        """When the pause under way began, for a task paused in place (None otherwise): the
+        time of its ``paused`` transition."""
+        if self.status is TaskStatus.PAUSED and self.paused_in_place:
+            return self.updated_at
+        return None
+
     def elapsed(self, now: datetime) -> float | None:
         """Seconds the current (or last) attempt has run; None when no attempt is under way.
 
+        Running time: the time it spent paused in place is not counted (see `paused_for`).
         A task waiting to start (pending, blocked, queued, paused before start) has no
         running attempt, so it has no elapsed time, even after an earlier attempt; a task
         waiting to retry, or finished, shows how long its last attempt ran — not the time
-        it then spent waiting before it ended (stopped while waiting to retry, say). A
-        running task whose lease expired counts up to its lease's end only: nobody vouches
-        for it after that (its process may be gone), so it is not shown running on.
+        it then spent waiting before it ended (stopped while waiting to retry, say). An
+        unfinished task whose lease expired counts up to its lease's end only: nobody
+        vouches for it after that (its process may be gone), so it is not shown running on.
         """
+        span = self._attempt_span(now)
+        return None if span is None else max(0.0, span[0] - span[1])
+
+    def paused_for(self, now: datetime) -> float | None:
+        """Seconds the current (or last) attempt has spent paused in place, the pause under
+        way included (up to its lease's end, as `elapsed`); None when `elapsed` is None."""
+        span = self._attempt_span(now)
+        return None if span is None else span[1]
+
+    def _attempt_span(self, now: datetime) -> tuple[float, float] | None:
+        """``(seconds from start to end, seconds paused in place)`` of the current or last
+        attempt, as `elapsed` and `paused_for` define them."""
         if self.started_at is None:
             return None
         if self.status in _WAITING_TO_START or (
@@ -241,14 +272,14 @@ class TaskSnapshot:
                 and last.started_at is not None
                 and last.ended_at is not None
             ):
-                return max(0.0, (last.ended_at - last.started_at).total_seconds())
+                return (last.ended_at - last.started_at).total_seconds(), last.paused_seconds
             if waiting:
                 return None
         end = self.finished_at or now
         lease = self.lease_until
         if self.finished_at is None and lease is not None and self.started_at <= lease < end:
             end = lease
-        return max(0.0, (end - self.started_at).total_seconds())
+        return (end - self.started_at).total_seconds(), paused_through(self, end)
 
     def evolve(self, **changes: Any) -> TaskSnapshot:
         """A copy with `changes` applied (what `dataclasses.replace` returns, made faster:
@@ -295,6 +326,7 @@ class TaskSnapshot:
             "pid": self.pid,
             "paused_in_place": self.paused_in_place,
             "attempts": [a.to_dict() for a in self.attempts],
+            "paused_seconds": self.paused_seconds,
         }
 
     @classmethod
@@ -332,6 +364,7 @@ class TaskSnapshot:
             pid=data.get("pid"),
             paused_in_place=bool(data.get("paused_in_place", False)),
             attempts=tuple(AttemptRecord.from_dict(a) for a in data.get("attempts") or ()),
+            paused_seconds=float(data.get("paused_seconds") or 0.0),
         )
 
 
@@ -384,6 +417,7 @@ def _fill(new: Any, v: list[Any]) -> None:
     new.pid = v[26]
     new.paused_in_place = v[27]
     new.attempts = v[28]
+    new.paused_seconds = v[29]
 
 
 class _UnfrozenTransition:
@@ -415,6 +449,16 @@ def new_transition(
     t.at = at
     t.__class__ = Transition
     return t  # type: ignore[no-any-return]
+
+
+def paused_through(snapshot: TaskSnapshot, end: datetime) -> float:
+    """Seconds the current attempt of `snapshot` was paused in place up to `end`: the pauses
+    it resumed from, plus the one under way (nothing is capped: the state machine counts
+    with it when a pause ends)."""
+    since = snapshot.paused_since
+    if since is None:
+        return snapshot.paused_seconds
+    return snapshot.paused_seconds + max(0.0, (end - since).total_seconds())
 
 
 def snapshots_by_id(snapshots: Iterable[TaskSnapshot]) -> dict[str, TaskSnapshot]:

@@ -19,7 +19,13 @@ from chongming_core import _triggers as trig
 from chongming_core._clock import SYSTEM_CLOCK, Clock
 from chongming_core._errors import AttemptsExhausted, ConfigurationError, InvalidTransition
 from chongming_core._failure import Failure, FailureKind
-from chongming_core._records import AttemptRecord, TaskSnapshot, Transition, new_transition
+from chongming_core._records import (
+    AttemptRecord,
+    TaskSnapshot,
+    Transition,
+    new_transition,
+    paused_through,
+)
 from chongming_core._status import (
     ACTIVE_STATUSES,
     NON_TERMINAL_STATUSES,
@@ -221,11 +227,10 @@ class StateMachine:
             changes.setdefault("finished_at", now)
             if snap.lease_until is not None:  # a finished task holds no lease
                 changes.setdefault("lease_until", None)
-        if (
-            snap.status in ACTIVE_STATUSES
-            and target not in ACTIVE_STATUSES
-            and target is not _S.PAUSED
-        ):
+        executing = snap.status in ACTIVE_STATUSES or snap.paused_since is not None
+        if executing and target not in ACTIVE_STATUSES and target is not _S.PAUSED:
+            # the attempt ended; a body suspended in place ends only through
+            # force_transition (reconcile: its process died), and its attempt ended too
             changes.setdefault(
                 "attempts", (*snap.attempts, self._attempt_record(target, now, changes))
             )
@@ -248,6 +253,7 @@ class StateMachine:
             ended_at=now,
             status=target,
             failure=None if target is _S.SUCCEEDED else failure,
+            paused_seconds=paused_through(snap, now),
         )
 
     # ------------------------------------------------------------------ events
@@ -293,6 +299,7 @@ class StateMachine:
             executor=executor if executor is not None else snap.executor,
             progress=None,
             paused_in_place=False,
+            paused_seconds=0.0,
         )
 
     def mark_running(
@@ -313,6 +320,8 @@ class StateMachine:
             trigger = trig.RESUME if self.status is _S.PAUSED else trig.LAUNCH
         self._check(_S.RUNNING, trigger)
         changes: dict[str, Any] = {"paused_in_place": False}
+        if self._snapshot.paused_since is not None:  # a pause in place ends: count it
+            changes["paused_seconds"] = paused_through(self._snapshot, self._clock.now())
         if pid is not None:
             changes["pid"] = pid
         if heartbeat_at is not None:
@@ -540,6 +549,7 @@ class StateMachine:
             progress=None,
             pid=None,
             paused_in_place=False,
+            paused_seconds=0.0,
         )
 
     def force_transition(

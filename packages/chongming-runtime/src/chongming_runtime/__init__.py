@@ -31,6 +31,7 @@ from chongming_runtime._table import TABLE_COLUMNS as TABLE_COLUMNS
 from chongming_runtime._table import display_width as display_width
 from chongming_runtime._table import encodable as encodable
 from chongming_runtime._table import format_elapsed as format_elapsed
+from chongming_runtime._table import name_cell as name_cell
 from chongming_runtime._table import printable as printable
 from chongming_runtime._table import render_table as render_table
 from chongming_runtime._task_run import TaskRun as TaskRun
@@ -72,6 +73,7 @@ __all__ = [
     "display_width",
     "encodable",
     "format_elapsed",
+    "name_cell",
     "printable",
     "render_table",
     "run_command",

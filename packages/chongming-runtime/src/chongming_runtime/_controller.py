@@ -69,6 +69,18 @@ _log = logging.getLogger("chongming_task.controller")
 _ONE_ATTEMPT = RetryPolicy(max_attempts=1)
 
 
+#: A lease spans at least this many touch intervals: it is renewed on the touch timer.
+_RENEWALS_PER_LEASE = 3
+#: The touch interval when `lease_ttl` leaves room for it (R18).
+_DEFAULT_TOUCH_INTERVAL = 1.0
+
+
+def default_touch_interval(lease_ttl: float) -> float:
+    """The touch interval a `lease_ttl` gets when none is given: 1 s (R18), or a third of
+    the lease when that is shorter, so the lease is always renewed in time (D85)."""
+    return min(_DEFAULT_TOUCH_INTERVAL, lease_ttl / _RENEWALS_PER_LEASE)
+
+
 def default_owner() -> str:
     """``host:pid`` — who this process is, as written into leases and commands."""
     return f"{socket.gethostname()}:{os.getpid()}"
@@ -99,7 +111,9 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         pause_timeout: default window of ``pause()``.
         executor: the executor of every task (default `ThreadExecutor`).
         clock: the clock of every deadline (`FakeClock` in tests).
-        touch_interval: how often progress, heartbeats and leases are flushed (R18).
+        touch_interval: how often progress, heartbeats and leases are flushed (R18);
+            default 1 s, or ``lease_ttl / 3`` when that is shorter, so any `lease_ttl`
+            alone is accepted (D85). A longer one given explicitly is refused.
         poll_interval: how often the command channel is polled.
         artifact_dir: root of the per-attempt artifact folders.
     """
@@ -120,7 +134,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         pause_timeout: float = 5.0,
         executor: Executor | None = None,
         clock: Clock | None = None,
-        touch_interval: float = 1.0,
+        touch_interval: float | None = None,
         poll_interval: float = 0.1,
         artifact_dir: str | Path | None = None,
     ) -> None:
@@ -162,14 +176,20 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
             ("touch_interval", touch_interval),
             ("poll_interval", poll_interval),
         ):
+            if value is None and name == "touch_interval":
+                continue
             if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
                 raise ConfigurationError(f"{name} must be > 0 seconds, got {value!r}")
-        if touch_interval * 3 > lease_ttl:
+        if touch_interval is None:
+            touch_interval = default_touch_interval(lease_ttl)
+        elif touch_interval * _RENEWALS_PER_LEASE > lease_ttl:
             raise ConfigurationError(
                 f"lease_ttl ({lease_ttl:g} s) must be at least 3 x touch_interval "
                 f"({touch_interval:g} s): leases are renewed on the touch timer, so a shorter "
                 "lease could expire while its holder is alive, and reconcile() would call its "
-                "tasks lost; raise lease_ttl or lower touch_interval"
+                f"tasks lost; raise lease_ttl, lower touch_interval to at most "
+                f"{lease_ttl / _RENEWALS_PER_LEASE:g} s, or leave touch_interval out (its "
+                "default follows lease_ttl)"
             )
         if executor is not None and getattr(executor, "inline", False):
             raise ConfigurationError(

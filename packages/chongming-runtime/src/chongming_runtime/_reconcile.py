@@ -130,7 +130,7 @@ def reconcile_store(
             machine.mark_lost(failure, actor=actor, reason="reconcile: lease expired")
         try:
             store.save(
-                _ended_by_lease(machine.snapshot, snapshot.lease_until),
+                _ended_by_lease(machine.snapshot, snapshot),
                 expect_version=snapshot.status_version,
                 transitions=machine.transitions,
             )
@@ -141,11 +141,13 @@ def reconcile_store(
     return ReconcileReport(tuple(lost), tuple(adoptable), tuple(skipped), dry_run)
 
 
-def _ended_by_lease(lost: TaskSnapshot, lease_until: datetime | None) -> TaskSnapshot:
-    """`lost` with its last attempt ended when its lease expired, not when it was noticed:
-    the supervisor vouched for the body until then, and nobody knows anything after it. A
-    task noticed hours after its process died ran seconds, not hours (D58)."""
+def _ended_by_lease(lost: TaskSnapshot, before: TaskSnapshot) -> TaskSnapshot:
+    """`lost` with its last attempt ended when the lease of `before` (the task as found)
+    expired, not when it was noticed: the supervisor vouched for the body until then, and
+    nobody knows anything after it. A task noticed hours after its process died ran
+    seconds, not hours (D58); one suspended in place was paused until then (D88)."""
     attempts = lost.attempts
+    lease_until = before.lease_until
     if lease_until is None or not attempts:
         return lost
     last = attempts[-1]
@@ -153,5 +155,8 @@ def _ended_by_lease(lost: TaskSnapshot, lease_until: datetime | None) -> TaskSna
         return lost
     if last.started_at is not None and lease_until < last.started_at:
         return lost  # a lease older than the attempt (written by hand): it says nothing
-    ended = dataclasses.replace(last, ended_at=lease_until)
+    paused = before.paused_for(lease_until)
+    ended = dataclasses.replace(
+        last, ended_at=lease_until, paused_seconds=last.paused_seconds if paused is None else paused
+    )
     return lost.evolve(attempts=(*attempts[:-1], ended))

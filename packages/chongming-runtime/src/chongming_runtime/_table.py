@@ -17,6 +17,7 @@ __all__ = [
     "display_width",
     "encodable",
     "format_elapsed",
+    "name_cell",
     "pad",
     "printable",
     "render_table",
@@ -107,12 +108,28 @@ def format_elapsed(seconds: float | None) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
+def name_cell(snapshot: TaskSnapshot, width: int | None = None, encoding: str | None = None) -> str:
+    """The NAME cell: the label, followed by the registered name in brackets when the label
+    hides it (``转换-1 (transform)``), so the name ``--name-prefix`` matches is always in
+    sight (R11, D87). Cut to `width` display cells, the label gives way first; `encoding`
+    as for `printable`."""
+    name = printable(snapshot.name, encoding)
+    label = printable(snapshot.label, encoding) if snapshot.label else None
+    if label is None or label == name:
+        return name if width is None else truncate(name, width, encoding)
+    suffix = f" ({name})"
+    if width is None:
+        return label + suffix
+    room = width - display_width(suffix)
+    if room >= min(display_width(label), 4):
+        return truncate(label, room, encoding) + suffix
+    return truncate(label + suffix, width, encoding)
+
+
 def _row(
     snapshot: TaskSnapshot, now: datetime, name_width: int | None, encoding: str | None
 ) -> list[str]:
-    name = printable(snapshot.display_name, encoding)
-    if name_width is not None:
-        name = truncate(name, name_width, encoding)
+    name = name_cell(snapshot, name_width, encoding)
     progress = snapshot.progress
     return [
         printable(snapshot.task_id, encoding),
@@ -137,10 +154,12 @@ def render_table(
     """Render snapshots as an aligned text table with a header and a rule.
 
     The NAME column shows the label when there is one, else the registered name
-    (R11). ELAPSED is ``-`` for a task that never ran: a duration there would
-    read as "it has been running this long". Give the `encoding` of the stream the
-    table goes to when it may not hold every character (an ASCII-only stdout): what
-    it cannot hold is escaped before the columns are measured (see `printable`).
+    (R11); a label that hides the name is followed by it in brackets (D87). ELAPSED is
+    running time (time paused in place is not counted, D88), ``-`` for a task that
+    never ran: a duration there would read as "it has been running this long". Give
+    the `encoding` of the stream the table goes to when it may not hold every character
+    (an ASCII-only stdout): what it cannot hold is escaped before the columns are
+    measured (see `printable`).
 
     Example::
 

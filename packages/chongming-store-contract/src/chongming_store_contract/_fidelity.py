@@ -145,8 +145,10 @@ def rich_snapshot(task_id: str) -> TaskSnapshot:
                 start + timedelta(seconds=20),
                 _S.FAILED,
                 Failure.of(FailureKind.TIMEOUT_IDLE, "idle for 60 s", retryable=True),
+                paused_seconds=7.125,
             ),
         ),
+        paused_seconds=3.0625,
     )
 
 

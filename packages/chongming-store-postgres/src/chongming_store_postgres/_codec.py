@@ -66,6 +66,7 @@ TASK_COLUMNS: tuple[str, ...] = (
     "pid",
     "paused_in_place",
     "attempts",
+    "paused_seconds",
 )
 
 _NUL = "\x00"
@@ -190,6 +191,7 @@ def snapshot_params(s: TaskSnapshot) -> dict[str, Any]:
         "pid": s.pid,
         "paused_in_place": s.paused_in_place,
         "attempts": dumps([a.to_dict() for a in s.attempts], f"{what} attempts", task_id=tid),
+        "paused_seconds": float(s.paused_seconds),
         "id_fold": _fold(tid),
         "name_fold": _fold(s.name),
         "label_fold": _fold(s.label),
@@ -237,6 +239,7 @@ def snapshot_from_row(row: Sequence[Any]) -> TaskSnapshot:
         pid,
         paused_in_place,
         attempts,
+        paused_seconds,
     ) = row
     return TaskSnapshot(
         task_id=task_id,
@@ -268,6 +271,7 @@ def snapshot_from_row(row: Sequence[Any]) -> TaskSnapshot:
         pid=pid,
         paused_in_place=paused_in_place,
         attempts=tuple(AttemptRecord.from_dict(a) for a in attempts or ()),
+        paused_seconds=float(paused_seconds),
     )
 
 

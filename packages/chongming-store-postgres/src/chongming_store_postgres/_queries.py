@@ -322,6 +322,7 @@ BATCH_TYPES: dict[str, LiteralString] = {
         "timestamptz",
     ),
     "paused_in_place": "boolean",
+    "paused_seconds": "double precision",
 }
 
 

@@ -32,7 +32,7 @@ from chongming_core import StoreError, StoreNotFound
 __all__ = ["SCHEMA_VERSION", "check_schema", "ensure_schema", "table_names"]
 
 #: The schema version this code reads and writes.
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 
 #: The version table: one row holding the applied schema version.
 CREATE_VERSION_TABLE: Final = """
@@ -123,8 +123,17 @@ MIGRATION_1: Final[tuple[LiteralString, ...]] = (
     "CREATE INDEX IF NOT EXISTS commands_task_idx ON {commands} (task_id, seq)",
 )
 
+#: Version 2: ``paused_seconds``, the time the current attempt spent paused in place in
+#: pauses it resumed from (rows written before it read 0: no pause was counted then).
+MIGRATION_2: Final[tuple[LiteralString, ...]] = (
+    """
+    ALTER TABLE {tasks}
+        ADD COLUMN IF NOT EXISTS paused_seconds double precision NOT NULL DEFAULT 0
+    """,
+)
+
 #: Forward migrations: version -> statements that bring version - 1 up to it.
-MIGRATIONS: Final[dict[int, tuple[LiteralString, ...]]] = {1: MIGRATION_1}
+MIGRATIONS: Final[dict[int, tuple[LiteralString, ...]]] = {1: MIGRATION_1, 2: MIGRATION_2}
 
 #: The stored version (no row: nothing applied yet).
 READ_VERSION: Final = "SELECT version FROM {schema_version} WHERE singleton"

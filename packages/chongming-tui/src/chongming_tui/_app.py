@@ -29,13 +29,16 @@ from chongming_tui._data import PendingAction, Refresh, fetch
 from chongming_tui._filters import TaskFilter
 from chongming_tui._format import assess, format_age
 from chongming_tui._messages import ActionDone, Refreshed, RefreshFailed
+from chongming_tui._notes import PASSING_SECONDS, Note
 from chongming_tui.components.detail import TaskDetailScreen
-from chongming_tui.components.header import DashboardHeader, header_text
+from chongming_tui.components.header import DashboardHeader, HeaderInfo
+from chongming_tui.components.help import HelpScreen
 from chongming_tui.components.overview import OverviewScreen
 from chongming_tui.components.prompt import PromptDialog
 from chongming_tui.components.reconcile import ReconcileScreen
 from chongming_tui.components.status_line import StatusLine
 from chongming_tui.components.stop_dialog import StopDialog
+from chongming_tui.components.task_table import TaskTable
 
 __all__ = ["DashboardApp"]
 
@@ -66,14 +69,24 @@ class DashboardApp(App[int]):
 
     CSS_PATH = "dashboard.tcss"
     TITLE = "chongming"
+    #: Screens get ``-narrow`` below 110 columns (a narrower search box, see the stylesheet).
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012 (Textual's type)
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "quit"),
+        Binding("question_mark", "keys", "keys", tooltip="this list of every key"),
+        Binding("q", "quit", "quit", tooltip="quit (SIGTERM quits the same way)"),
         # Textual only hints at ctrl+q; an operator's Ctrl-C ends the console (a text box
         # with a selection still copies it: its own binding comes first)
         Binding("ctrl+c", "quit", "quit", show=False),
-        Binding("l", "toggle_live", "live"),
-        Binding("g", "refresh_now", "refresh"),
+        Binding("l", "toggle_live", "live", show=False, tooltip="live refresh off / on"),
+        Binding("g", "refresh_now", "refresh", show=False, tooltip="refresh now"),
         Binding("f5", "refresh_now", "refresh", show=False),
+        Binding(
+            "ctrl+p",
+            "command_palette",
+            "palette",
+            show=False,
+            tooltip="Textual's command palette (theme, screenshot, ...)",
+        ),
     ]
 
     def __init__(
@@ -104,6 +117,8 @@ class DashboardApp(App[int]):
         self.latest: Refresh | None = None
         self.refresh_count = 0
         self.last_said: tuple[str, str] = ("", "")
+        self.note: Note | None = None
+        self._requests = 0
         self.said: deque[str] = deque(maxlen=100)
         self.pending: dict[str, PendingAction] = {}
         self._generation = 0
@@ -172,13 +187,18 @@ class DashboardApp(App[int]):
             return
         self._in_flight = True
         self._again = False
+        self._requests += 1
         detail = self._detail_screen()
+        watched = set(self.pending)
+        if self.note is not None and self.note.task_id is not None:
+            watched.add(self.note.task_id)  # is what the line says of it still true?
         job = functools.partial(
             self._fetch,
             self.task_filter,
             self._generation,
             None if detail is None else detail.task_id,
-            tuple(self.pending),
+            tuple(sorted(watched)),
+            self._requests,
         )
         self._in_background(job, "refresh")
 
@@ -201,6 +221,7 @@ class DashboardApp(App[int]):
         generation: int,
         detail_id: str | None,
         watched: tuple[str, ...],
+        request: int,
     ) -> None:
         try:
             refresh = fetch(
@@ -210,6 +231,7 @@ class DashboardApp(App[int]):
                 generation=generation,
                 detail_id=detail_id,
                 watched_ids=watched,
+                request=request,
             )
         except Exception as exc:
             self.post_message(RefreshFailed(exc))
@@ -240,12 +262,8 @@ class DashboardApp(App[int]):
         assert refresh.now is not None
         self.latest = refresh
         self.refresh_count += 1
-        self.overview.show(refresh)
-        detail = self._detail_screen()
-        if detail is not None and detail.task_id == refresh.detail_id:
-            detail.show(
-                refresh.detail, refresh.history, refresh.now, self.pending.get(detail.task_id)
-            )
+        # outcomes first: the detail must not show "pause requested, not confirmed yet"
+        # beside the very refresh that confirmed the pause
         for task_id, snapshot in refresh.watched.items():
             pending = self.pending.get(task_id)
             if pending is None:
@@ -253,13 +271,24 @@ class DashboardApp(App[int]):
             outcome = pending.settle(snapshot)
             if outcome is not None:
                 del self.pending[task_id]
-                self.say(outcome, "green" if "confirmed" in outcome else "yellow")
+                style = "green" if "confirmed" in outcome else "yellow"
+                if snapshot is None:
+                    self.say(outcome, style, passing=True)
+                else:
+                    self.say(outcome, style, about=task_id, version=snapshot.status_version)
+        self.overview.show(refresh)
+        detail = self._detail_screen()
+        if detail is not None and detail.task_id == refresh.detail_id:
+            detail.show(
+                refresh.detail, refresh.history, refresh.now, self.pending.get(detail.task_id)
+            )
+        self._check_note(refresh)
         self._show_header()
 
     def _show_header(self) -> None:
         latest = self.latest
         age = None if latest is None else max(0.0, self.clock.monotonic() - latest.fetched_at)
-        text = header_text(
+        info = HeaderInfo(
             store_label=self.store_label,
             owner=self.controller.owner,
             buckets=self.buckets_label,
@@ -270,7 +299,8 @@ class DashboardApp(App[int]):
         )
         for screen in self.screen_stack:
             for header in screen.query(DashboardHeader):
-                header.show(text)
+                header.show(info)
+        self._check_note(None)
 
     def _detail_screen(self) -> TaskDetailScreen | None:
         for screen in reversed(self.screen_stack):
@@ -296,16 +326,87 @@ class DashboardApp(App[int]):
             self._live = True
             self.request_refresh()
         self._show_header()
-        self.say("live refresh on" if self.live else "live refresh off: press l to resume")
+        if self.live:
+            self.say("live refresh on", passing=True)
+        else:
+            self.say("live refresh off: press l to resume", while_live_off=True)
 
     # ------------------------------------------------------------------ status line
-    def say(self, text: str, style: str = "") -> None:
-        """Tell the operator `text` on every screen's status line."""
-        self.last_said = (text, style)
+    def say(
+        self,
+        text: str,
+        style: str = "",
+        *,
+        about: str | None = None,
+        version: int | None = None,
+        while_pending: bool = False,
+        passing: bool = False,
+        while_live_off: bool = False,
+    ) -> None:
+        """Tell the operator `text` on every screen's status line, until it stops holding.
+
+        Args:
+            text: the sentence.
+            style: its Rich style.
+            about: the task it speaks of: it goes when a refresh shows that task changed
+                (at another `version`; None: the one the next refresh shows) or gone.
+            version: the task's ``status_version`` the sentence is true of (None: the one
+                the next refresh shows).
+            while_pending: it holds while the action on `about` awaits its effect.
+            passing: a remark about no task; it goes after `PASSING_SECONDS`.
+            while_live_off: it holds while the periodic refresh is off.
+        """
+        self.note = Note(
+            text,
+            style,
+            task_id=about,
+            version=version,
+            known=version is not None,
+            after=self._requests,
+            while_pending=while_pending,
+            expires_at=self.clock.monotonic() + PASSING_SECONDS if passing else None,
+            while_live_off=while_live_off,
+        )
         self.said.append(text)
+        self._show_said(text, style)
+
+    def _show_said(self, text: str, style: str) -> None:
+        self.last_said = (text, style)
         for screen in self.screen_stack:
             for line in screen.query(StatusLine):
                 line.say(text, style)
+
+    def _check_note(self, refresh: Refresh | None) -> None:
+        """Clear the status line once what it says no longer holds."""
+        note = self.note
+        if note is None:
+            return
+        if not note.holds(
+            monotonic=self.clock.monotonic(),
+            live=self.live,
+            pending=self.pending,
+            refresh=refresh,
+        ):
+            self.note = None
+            self._show_said("", "")
+
+    def action_keys(self) -> None:
+        """Show every key (the key bar shows the main ones only)."""
+        if isinstance(self.screen, HelpScreen):
+            return
+        self.push_screen(HelpScreen(self.key_places()))
+
+    def key_places(self) -> list[tuple[str, list[BindingType]]]:
+        """Where each set of keys works, for the key screen."""
+        return [
+            ("everywhere", list(self.BINDINGS)),
+            ("overview", [*TaskTable.BINDINGS, *OverviewScreen.BINDINGS]),
+            ("detail", list(TaskDetailScreen.BINDINGS)),
+            ("reconcile", list(ReconcileScreen.BINDINGS)),
+            ("stop dialog", list(StopDialog.BINDINGS)),
+            ("filter prompt", list(PromptDialog.BINDINGS)),
+            ("keys", list(HelpScreen.BINDINGS)),
+        ]
 
     # ------------------------------------------------------------------ navigation
     def open_detail(self, task_id: str) -> None:
@@ -324,7 +425,9 @@ class DashboardApp(App[int]):
                 try:
                     number = int(value)
                 except ValueError:
-                    self.say(f"bucket must be a whole number, got {value!r}", "bold red")
+                    self.say(
+                        f"bucket must be a whole number, got {value!r}", "bold red", passing=True
+                    )
                     return
                 self.set_filter(self.task_filter.replace(bucket=number))
                 return
@@ -377,14 +480,21 @@ class DashboardApp(App[int]):
     def _checked_target(self, action: str) -> TaskSnapshot | None:
         task_id = self._target()
         if task_id is None:
-            self.say(f"select a task to {action}", "yellow")
+            self.say(f"select a task to {action}", "yellow", passing=True)
             return None
         snapshot = self._known(task_id)
         if snapshot is None:
-            self.say(f"{task_id} is not loaded yet; try again after the refresh", "yellow")
+            self.say(
+                f"{task_id} is not loaded yet; try again after the refresh", "yellow", passing=True
+            )
             return None
         if snapshot.is_terminal:
-            self.say(f"{task_id} is already {snapshot.status.value}: nothing to {action}", "yellow")
+            self.say(
+                f"{task_id} is already {snapshot.status.value}: nothing to {action}",
+                "yellow",
+                about=task_id,
+                version=snapshot.status_version,
+            )
             return None
         return snapshot
 
@@ -397,7 +507,7 @@ class DashboardApp(App[int]):
 
         def confirmed(reason: str | None) -> None:
             if reason is None:
-                self.say(f"stop of {task_id} cancelled")
+                self.say(f"stop of {task_id} cancelled", passing=True)
             else:
                 self._control("stop", task_id, reason)
 
@@ -416,7 +526,7 @@ class DashboardApp(App[int]):
             self._control("resume", snapshot.task_id, None)
 
     def _control(self, action: str, task_id: str, reason: str | None) -> None:
-        self.say(f"{action} of {task_id}: sending…", "dim")
+        self.say(f"{action} of {task_id}: sending…", "dim", about=task_id)
         elsewhere = "command sent to its holder"
         known, latest = self._known(task_id), self.latest
         if known is not None and latest is not None and latest.now is not None:
@@ -484,7 +594,7 @@ class DashboardApp(App[int]):
     def on_action_done(self, message: ActionDone) -> None:
         """Report the call's result; watch for its effect when one is expected."""
         style = "bold red" if message.error else ("yellow" if message.pending else "green")
-        self.say(message.text, style)
+        self.say(message.text, style, about=message.task_id, while_pending=message.pending)
         if message.pending:
             self.pending[message.task_id] = PendingAction(message.task_id, message.action)
         self.request_refresh()

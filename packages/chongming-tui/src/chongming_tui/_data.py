@@ -39,6 +39,7 @@ class Refresh:
         now: the wall-clock moment ages and elapsed times are computed for.
         fetched_at: the clock's monotonic time at the end of the fetch.
         took: seconds the queries took (real time).
+        request: the number of the refresh request it answers (they count up).
     """
 
     generation: int
@@ -52,6 +53,7 @@ class Refresh:
     now: datetime | None = None
     fetched_at: float = 0.0
     took: float = 0.0
+    request: int = 0
 
 
 def fetch(
@@ -62,6 +64,7 @@ def fetch(
     generation: int = 0,
     detail_id: str | None = None,
     watched_ids: Collection[str] = (),
+    request: int = 0,
 ) -> Refresh:
     """Run the queries of one refresh (blocking: call it from a worker thread)."""
     started = time.perf_counter()
@@ -89,6 +92,7 @@ def fetch(
         now=clock.now(),
         fetched_at=clock.monotonic(),
         took=time.perf_counter() - started,
+        request=request,
     )
 
 

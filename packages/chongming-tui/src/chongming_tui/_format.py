@@ -7,13 +7,15 @@ text the same way as `chongming_runtime.display_width`).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
+from rich.cells import cell_len
 from rich.text import Text
 
 from chongming_core import TERMINAL_STATUSES, Progress, TaskSnapshot, TaskStatus
-from chongming_runtime import format_elapsed, printable
+from chongming_runtime import format_elapsed, name_cell, printable
 
 __all__ = [
     "BAR_WIDTH",
@@ -24,7 +26,10 @@ __all__ = [
     "format_age",
     "format_time",
     "literal",
+    "name_cell_text",
+    "paused_cell",
     "progress_cell",
+    "shortened",
     "status_text",
     "task_cells",
     "truncated",
@@ -32,24 +37,28 @@ __all__ = [
 
 _S = TaskStatus
 
-#: One style per status. The six terminal statuses differ in colour *and* in weight,
-#: so they stay distinct on a terminal without colour too.
+#: One style per status. Colours are given as RGB values of the xterm 256-colour cube, not
+#: as ANSI names: Textual (and the terminal) repaint the sixteen ANSI colours with a theme,
+#: and its default theme paints red and magenta alike, so ``failed`` and ``stopped``
+#: looked the same. These stay what they are on a truecolor terminal, map exactly onto a
+#: 256-colour one, and still fall on distinct colours of a 16-colour one. The six terminal
+#: statuses differ in colour, and ``lost`` also in background.
 STATUS_STYLES: dict[TaskStatus, str] = {
     _S.PENDING: "dim",
     _S.BLOCKED: "dim italic",
-    _S.QUEUED: "bright_blue",
-    _S.STARTING: "cyan",
-    _S.RUNNING: "bold cyan",
-    _S.PAUSING: "yellow",
-    _S.PAUSED: "bold yellow",
-    _S.RETRY_WAIT: "dark_orange",
-    _S.STOPPING: "magenta",
-    _S.SUCCEEDED: "bold green",
-    _S.FAILED: "bold red",
-    _S.STOPPED: "bold magenta",
-    _S.CANCELLED: "yellow strike",
-    _S.SKIPPED: "dim green",
-    _S.LOST: "bold white on red",
+    _S.QUEUED: "#5fafff",
+    _S.STARTING: "#5fd7d7",
+    _S.RUNNING: "bold #00d7ff",
+    _S.PAUSING: "#ffd75f",
+    _S.PAUSED: "bold #ffd700",
+    _S.RETRY_WAIT: "#ff8700",
+    _S.STOPPING: "#d787d7",
+    _S.SUCCEEDED: "bold #5fd75f",
+    _S.FAILED: "bold #ff5f5f",
+    _S.STOPPED: "bold #d75fd7",
+    _S.CANCELLED: "#d7af00 strike",
+    _S.SKIPPED: "#5f875f",
+    _S.LOST: "bold #ffffff on #af0000",
 }
 
 #: Cells of the progress bar drawn before ``done/total unit``.
@@ -78,23 +87,73 @@ def truncated(text: str, width: int, style: str = "") -> Text:
     return cell
 
 
+def shortened(text: str, width: int, style: str = "") -> Text:
+    """Stored `text` in `width` display cells, cut in the middle with ``…``: ids of one
+    pipeline or one task name share their beginning and differ at the end (``nightly-
+    8093c2ab:extract``), so the end is kept and the beginning gives way first."""
+    plain = printable(text)
+    if cell_len(plain) <= width:
+        return Text(plain, style=style)
+    if width <= 1:
+        return Text("…"[:width], style=style)
+    head_room = (width - 1) // 3
+    tail_room = width - 1 - head_room
+    head: list[str] = []
+    used = 0
+    for char in plain:
+        if used + cell_len(char) > head_room:
+            break
+        head.append(char)
+        used += cell_len(char)
+    tail: list[str] = []
+    used = 0
+    for char in reversed(plain):
+        if used + cell_len(char) > tail_room:
+            break
+        tail.append(char)
+        used += cell_len(char)
+    return Text("".join(head) + "…" + "".join(reversed(tail)), style=style)
+
+
+def name_cell_text(snapshot: TaskSnapshot, width: int) -> Text:
+    """The NAME cell: the label, and the registered name it hides in brackets, muted
+    (``转换-1 (transform)``), as ``ps`` shows it (D87); the label gives way first."""
+    text = name_cell(snapshot, width)
+    cell = Text(text)
+    hidden = f" ({printable(snapshot.name)})"
+    if snapshot.label and text.endswith(hidden):
+        cell.stylize("dim", len(text) - len(hidden))
+    return cell
+
+
 def attempt_text(snapshot: TaskSnapshot) -> str:
     """``n/max``."""
     return f"{snapshot.attempt}/{snapshot.max_attempts}"
 
 
-def progress_cell(progress: Progress | None, *, bar_width: int = BAR_WIDTH) -> Text:
-    """A bar and ``done/total unit``; only the text when the total is unknown; ``-`` for none."""
+def progress_cell(
+    progress: Progress | None, *, bar_width: int = BAR_WIDTH, width: int | None = None
+) -> Text:
+    """A bar and ``done/total unit``; only the text when the total is unknown; ``-`` for none.
+
+    With a `width`, the cell fits it: the bar narrows (and goes, below three cells) to
+    leave room for the text, and a text still too long is cut with ``…``.
+    """
     if progress is None:
         return Text("-", style="dim")
     fraction = progress.fraction
+    label = printable(progress.render())  # the unit is stored text
+    if width is not None:
+        bar_width = min(bar_width, width - cell_len(label) - 1)
     cell = Text()
-    if fraction is not None:
+    if fraction is not None and bar_width >= 3:
         filled = round(fraction * bar_width)
         cell.append(_BAR_CHAR * filled, style="green" if fraction >= 1 else "cyan")
         cell.append(_BAR_CHAR * (bar_width - filled), style="grey37")
         cell.append(" ")
-    cell.append(printable(progress.render()))  # the unit is stored text
+    cell.append(label)
+    if width is not None:
+        cell.truncate(width, overflow="ellipsis")
     return cell
 
 
@@ -152,30 +211,59 @@ def assess(snapshot: TaskSnapshot, now: datetime, idle_threshold: float) -> Heal
     return Health(age, stale, left, expired)
 
 
+def paused_cell(snapshot: TaskSnapshot, now: datetime) -> Text:
+    """The PAUSED cell: how long the current (or last) attempt was paused in place, in the
+    paused style while the pause lasts; ``-`` when it never was (D88)."""
+    paused = snapshot.paused_for(now)
+    if not paused:
+        return Text("-", style="dim")
+    style = STATUS_STYLES[_S.PAUSED] if snapshot.paused_since is not None else ""
+    return Text(format_elapsed(paused), style=style)
+
+
 def task_cells(
     snapshot: TaskSnapshot,
     now: datetime,
     *,
     idle_threshold: float,
-    name_width: int,
-    lease_width: int,
-) -> tuple[str | Text, ...]:
-    """The cells of one table row, in `TABLE_KEYS` order of the task table."""
-    health = assess(snapshot, now, idle_threshold)
+    widths: Mapping[str, int],
+) -> dict[str, str | Text]:
+    """The cells of one table row for the columns in `widths` (key -> width), each cut to
+    its width with ``…`` (ids in the middle, keeping their distinguishing end)."""
+    cells: dict[str, str | Text] = {}
+    for key, width in widths.items():
+        cells[key] = _CELLS[key](snapshot, now, width, idle_threshold)
+    return cells
+
+
+def _lease_cell(snapshot: TaskSnapshot, now: datetime, width: int, idle: float) -> Text:
     owner = snapshot.lease_owner or "-"
-    if health.lease_expired:
-        lease = truncated(f"{owner} (expired)", lease_width, _WARN)
-    else:
-        lease = truncated(owner, lease_width, "" if snapshot.lease_owner else "dim")
+    if assess(snapshot, now, idle).lease_expired:
+        flag = " (expired)"  # the warning stays whole; the owner's name gives way
+        cell = truncated(owner, max(1, width - len(flag)), _WARN)
+        cell.append(flag)
+        cell.truncate(width, overflow="ellipsis")
+        return cell
+    return truncated(owner, width, "" if snapshot.lease_owner else "dim")
+
+
+def _failure_cell(snapshot: TaskSnapshot, now: datetime, width: int, idle: float) -> Text:
     failure = snapshot.failure
-    return (
-        literal(snapshot.task_id),
-        truncated(snapshot.display_name, name_width),
-        status_text(snapshot.status),
-        attempt_text(snapshot),
-        format_elapsed(snapshot.elapsed(now)),
-        progress_cell(snapshot.progress),
-        "-" if snapshot.bucket is None else str(snapshot.bucket),
-        lease,
-        Text("-", style="dim") if failure is None else Text(failure.kind.value, style="red"),
-    )
+    if failure is None:
+        return Text("-", style="dim")
+    return truncated(failure.kind.value, width, "red")
+
+
+_Cell = Callable[[TaskSnapshot, datetime, int, float], "str | Text"]
+_CELLS: dict[str, _Cell] = {
+    "id": lambda s, now, w, idle: shortened(s.task_id, w),
+    "name": lambda s, now, w, idle: name_cell_text(s, w),
+    "status": lambda s, now, w, idle: status_text(s.status),
+    "attempt": lambda s, now, w, idle: attempt_text(s),
+    "elapsed": lambda s, now, w, idle: format_elapsed(s.elapsed(now)),
+    "paused": lambda s, now, w, idle: paused_cell(s, now),
+    "progress": lambda s, now, w, idle: progress_cell(s.progress, width=w),
+    "bucket": lambda s, now, w, idle: "-" if s.bucket is None else str(s.bucket),
+    "lease": _lease_cell,
+    "failure": _failure_cell,
+}

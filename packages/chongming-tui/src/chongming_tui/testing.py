@@ -24,7 +24,7 @@ from textual.widgets import Static
 
 from chongming_tui._app import DashboardApp
 
-__all__ = ["drive", "static_text", "wait_for"]
+__all__ = ["drive", "screen_text", "static_text", "wait_for"]
 
 
 async def wait_for(
@@ -62,3 +62,22 @@ def static_text(widget: Static, *, width: int = 200) -> str:
     console = Console(width=width, file=io.StringIO(), record=True, color_system=None)
     console.print(widget.content)
     return console.export_text()
+
+
+def screen_text(app: DashboardApp) -> list[str]:
+    """The lines a terminal of the app's size shows now, as plain text (the screen is
+    rendered the way Textual renders a screenshot)."""
+    width, height = app.size
+    console = Console(
+        width=width,
+        height=height,
+        file=io.StringIO(),
+        record=True,
+        color_system=None,
+        legacy_windows=False,
+        safe_box=False,
+    )
+    console.print(
+        app.screen._compositor.render_update(full=True, screen_stack=app._background_screens)
+    )
+    return console.export_text().splitlines()

@@ -87,6 +87,12 @@ def detail_fields(
         grid.add_row("retry at", _when(s.retry_at, now))
     elapsed = s.elapsed(now)
     grid.add_row("elapsed", "-" if elapsed is None else format_age(elapsed))
+    paused = s.paused_for(now)
+    if paused:
+        pause = Text(format_age(paused))
+        if s.paused_since is not None:
+            pause.append(f"  paused in place since {format_time(s.paused_since)}", style="dim")
+        grid.add_row("paused", pause)
     progress = progress_cell(s.progress, bar_width=20)
     if s.progress is not None and s.progress.message:
         progress.append_text(literal(f"  {s.progress.message}", "italic"))
@@ -98,6 +104,14 @@ def detail_fields(
         beat.stylize(_WARN, 0, len(beat))
     grid.add_row("heartbeat", beat)
     grid.add_row("lease", _lease(s, health.lease_left, health.lease_expired))
+    if health.lease_expired and s.lease_until is not None:
+        gone = Text(format_time(s.lease_until), style=_WARN)
+        gone.append(
+            f"  ({format_age(-(health.lease_left or 0.0))} ago): elapsed and paused count "
+            "up to then",
+            style="dim",
+        )
+        grid.add_row("holder gone since", gone)
     grid.add_row("failure", _failure(s))
     for record in s.attempts:
         line = Text(f"#{record.number} ")
@@ -149,10 +163,10 @@ class TaskDetailScreen(Screen[None]):
     """One task in full; refreshed with the overview, controlled with the same keys."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "app.pop_screen", "back"),
-        Binding("s", "app.stop_task", "stop"),
-        Binding("p", "app.pause_task", "pause"),
-        Binding("r", "app.resume_task", "resume"),
+        Binding("escape", "app.pop_screen", "back", tooltip="back to the overview"),
+        Binding("s", "app.stop_task", "stop", tooltip="stop: a reason, then a confirmation"),
+        Binding("p", "app.pause_task", "pause", tooltip="pause this task"),
+        Binding("r", "app.resume_task", "resume", tooltip="resume this task"),
     ]
 
     def __init__(self, task_id: str) -> None:
@@ -174,7 +188,7 @@ class TaskDetailScreen(Screen[None]):
             yield Static(Text("history", style="bold"), id="history-title")
             yield DataTable[str | Text](id="history", cursor_type="row", zebra_stripes=True)
         yield StatusLine(id="status-line")
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         """Create the history columns."""

@@ -9,6 +9,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Input
 
+from chongming_core import TaskStatus
 from chongming_tui._data import Refresh
 from chongming_tui._filters import SORT_COLUMNS, StatusGroup
 from chongming_tui.components.filter_bar import GROUP_KEYS, FilterBar
@@ -22,25 +23,70 @@ if TYPE_CHECKING:
 __all__ = ["OverviewScreen"]
 
 
+def _members(group: StatusGroup) -> str:
+    statuses = group.statuses
+    if statuses is None or len(statuses) < 2:
+        return ""
+    return " (" + ", ".join(s.value for s in sorted(statuses, key=list(TaskStatus).index)) + ")"
+
+
 class OverviewScreen(Screen[None]):
     """All tasks of the current view; the default screen of `DashboardApp`."""
 
+    #: The key bar shows the controls and the way to every other key (``?``): on an
+    #: 80-column terminal it has room for no more.
     BINDINGS: ClassVar[list[BindingType]] = [
         *(
-            Binding(key, f"group('{group.name}')", group.value, show=False)
+            Binding(
+                key,
+                f"group('{group.name}')",
+                group.value,
+                show=False,
+                tooltip=f"status group: {group.value}{_members(group)}",
+            )
             for key, group in GROUP_KEYS
         ),
-        Binding("slash", "focus_search", "search"),
-        Binding("t", "prompt('tag')", "tag"),
-        Binding("b", "prompt('bucket')", "bucket"),
-        Binding("n", "prompt('name_prefix')", "name"),
-        Binding("c", "clear_filters", "clear"),
-        Binding("o", "cycle_sort", "order"),
-        Binding("O", "reverse_sort", "reverse", show=False),
-        Binding("s", "app.stop_task", "stop"),
-        Binding("p", "app.pause_task", "pause"),
-        Binding("r", "app.resume_task", "resume"),
-        Binding("R", "app.reconcile", "reconcile"),
+        Binding(
+            "slash",
+            "focus_search",
+            "search",
+            tooltip="search box: id, name or label (enter or escape: back)",
+        ),
+        Binding("t", "prompt('tag')", "tag", show=False, tooltip="filter by tag (empty clears)"),
+        Binding(
+            "b", "prompt('bucket')", "bucket", show=False, tooltip="filter by bucket (empty clears)"
+        ),
+        Binding(
+            "n",
+            "prompt('name_prefix')",
+            "name",
+            show=False,
+            tooltip="filter by registered-name prefix (empty clears)",
+        ),
+        Binding("c", "clear_filters", "clear", show=False, tooltip="clear every filter"),
+        Binding(
+            "o",
+            "cycle_sort",
+            "order",
+            show=False,
+            tooltip="order by the next column (a click on a header does the same)",
+        ),
+        Binding(
+            "O",
+            "reverse_sort",
+            "reverse",
+            show=False,
+            tooltip="reverse the order (in creation order: oldest instead of newest)",
+        ),
+        Binding("s", "app.stop_task", "stop", tooltip="stop: a reason, then a confirmation"),
+        Binding("p", "app.pause_task", "pause", tooltip="pause the selected task"),
+        Binding("r", "app.resume_task", "resume", tooltip="resume the selected task"),
+        Binding(
+            "R",
+            "app.reconcile",
+            "reconcile",
+            tooltip="what reconcile(dry_run=True) would do; nothing is changed",
+        ),
     ]
 
     @property
@@ -55,7 +101,7 @@ class OverviewScreen(Screen[None]):
         yield FilterBar(cursor_blink=app.cursor_blink)
         yield TaskTable(idle_threshold=app.idle_threshold, id="tasks")
         yield StatusLine(id="status-line")
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         """Show what is known so far (the first refresh may have finished already)."""

@@ -16,7 +16,9 @@ __all__ = ["PromptDialog"]
 class PromptDialog(ModalScreen[str | None]):
     """Returns the text entered (empty: clear the filter), or None when cancelled."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "cancel")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "cancel", "cancel", tooltip="leave the filter as it was")
+    ]
 
     def __init__(
         self,

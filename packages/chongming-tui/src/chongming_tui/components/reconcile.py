@@ -34,8 +34,8 @@ class ReconcileScreen(Screen[None]):
     """Runs the dry run in a worker thread and shows lost and adoptable candidates."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "app.pop_screen", "back"),
-        Binding("g", "run", "run again"),
+        Binding("escape", "app.pop_screen", "back", tooltip="back to the overview"),
+        Binding("g", "run", "run again", tooltip="run the dry run again"),
     ]
 
     @property
@@ -51,7 +51,7 @@ class ReconcileScreen(Screen[None]):
             yield DataTable[str | Text](id="lost", cursor_type="row")
             yield Static(id="adoptable-title")
             yield DataTable[str | Text](id="adoptable", cursor_type="row")
-        yield Footer()
+        yield Footer(show_command_palette=False)
 
     def on_mount(self) -> None:
         """Columns, then the first run."""

@@ -26,8 +26,8 @@ class StopDialog(ModalScreen[str | None]):
     """Returns the reason once confirmed, or None when cancelled."""
 
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("escape", "cancel", "cancel"),
-        Binding("y", "confirm", "yes", show=False),
+        Binding("escape", "cancel", "cancel", tooltip="cancel: nothing is sent"),
+        Binding("y", "confirm", "yes", show=False, tooltip="stop, once a reason is given"),
         Binding("n", "cancel", "no", show=False),
     ]
 

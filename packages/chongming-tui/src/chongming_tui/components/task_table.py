@@ -3,7 +3,9 @@
 A refresh never clears the table. Rows that left the view are removed, new
 ones are added, and only the cells whose text or style changed are rewritten,
 so the table does not flicker and the cursor stays on the task the operator
-selected, wherever that task moves.
+selected, wherever that task moves. The columns share the table's width
+(`allocate`): when the terminal is resized the columns are laid out again
+and the rows redrawn once, at their new widths, with the cursor kept.
 """
 
 from __future__ import annotations
@@ -13,29 +15,18 @@ from datetime import datetime
 from typing import Any, ClassVar
 
 from rich.text import Text
+from textual import events
 from textual.binding import Binding, BindingType
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey, RowKey
 
 from chongming_core import TaskSnapshot, TaskStatus
+from chongming_tui._columns import COLUMNS, allocate
 from chongming_tui._format import task_cells
 
 __all__ = ["COLUMNS", "TaskTable", "sort_key"]
 
-#: (key, header, width) of every column, in order. The key doubles as the sort name.
-COLUMNS: tuple[tuple[str, str, int], ...] = (
-    ("id", "TASK_ID", 14),
-    ("name", "NAME", 16),
-    ("status", "STATUS", 10),
-    ("attempt", "ATTEMPT", 7),
-    ("elapsed", "ELAPSED", 7),
-    ("progress", "PROGRESS", 24),
-    ("bucket", "BUCKET", 6),
-    ("lease", "LEASE OWNER", 18),
-    ("failure", "FAILURE", 15),
-)
-_NAME_WIDTH = {k: w for k, _, w in COLUMNS}["name"]
-_LEASE_WIDTH = {k: w for k, _, w in COLUMNS}["lease"]
+_HEADERS = {c.key: c.header for c in COLUMNS}
 _STATUS_ORDER = {status: i for i, status in enumerate(TaskStatus)}
 
 Cell = str | Text
@@ -71,17 +62,46 @@ def _or(value: float | None, default: float) -> float:
 class TaskTable(DataTable[Cell]):
     """A `DataTable` of task snapshots with in-place, keyed updates."""
 
-    BINDINGS: ClassVar[list[BindingType]] = [Binding("enter", "select_cursor", "detail")]
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("enter", "select_cursor", "detail", tooltip="open the selected task's detail")
+    ]
 
     def __init__(self, *, idle_threshold: float = 60.0, **kwargs: Any) -> None:
         super().__init__(cursor_type="row", zebra_stripes=False, **kwargs)
         self.idle_threshold = idle_threshold
         self._signatures: dict[str, tuple[Any, ...]] = {}
+        self._widths: dict[str, int] = {}
+        self._shown: tuple[Sequence[TaskSnapshot], datetime] | None = None
+        self._sort: tuple[str, bool] = ("created", False)
+
+    @property
+    def column_widths(self) -> dict[str, int]:
+        """The columns shown and their widths, in display order."""
+        return dict(self._widths)
 
     def on_mount(self) -> None:
-        """Create the columns."""
-        for key, label, width in COLUMNS:
-            self.add_column(label, width=width, key=key)
+        """Create the columns for the terminal's width (refined once the table is laid out)."""
+        self._lay_out(self.app.size.width)
+
+    def on_resize(self, event: events.Resize) -> None:
+        """Share the new width among the columns."""
+        self._lay_out(self.content_size.width)
+
+    def _lay_out(self, width: int) -> None:
+        # the vertical scrollbar's room is kept even before rows overflow, so the columns
+        # do not jump when it appears
+        widths = allocate(max(0, width - self.styles.scrollbar_size_vertical))
+        if widths == self._widths:
+            return
+        selected = self.selected_task_id
+        self.clear(columns=True)
+        self._signatures.clear()
+        self._widths = widths
+        for key, width_ in widths.items():
+            self.add_column(_HEADERS[key], width=width_, key=key)
+        self.mark_sort(*self._sort)
+        if self._shown is not None:
+            self.apply(*self._shown, select=selected)
 
     @property
     def selected_task_id(self) -> str | None:
@@ -98,36 +118,35 @@ class TaskTable(DataTable[Cell]):
 
     def mark_sort(self, column: str, reverse: bool) -> None:
         """Show an arrow on the header of the sort column."""
-        for key, label, _ in COLUMNS:
+        self._sort = (column, reverse)
+        for key in self._widths:
             arrow = ""
             if key == column:
                 arrow = " ▼" if reverse else " ▲"
-            self.columns[ColumnKey(key)].label = Text(label + arrow)
+            self.columns[ColumnKey(key)].label = Text(_HEADERS[key] + arrow)
         self.refresh()
 
-    def apply(self, snapshots: Sequence[TaskSnapshot], now: datetime) -> None:
-        """Show exactly `snapshots`, in this order, changing only what changed."""
-        selected = self.selected_task_id
+    def apply(
+        self, snapshots: Sequence[TaskSnapshot], now: datetime, *, select: str | None = None
+    ) -> None:
+        """Show exactly `snapshots`, in this order, changing only what changed; the cursor
+        stays on its task (or goes to `select`)."""
+        self._shown = (snapshots, now)
+        selected = select if select is not None else self.selected_task_id
         wanted = {s.task_id: s for s in snapshots}
         for task_id in [t for t in self._signatures if t not in wanted]:
             self.remove_row(task_id)
             del self._signatures[task_id]
         for snapshot in snapshots:
             cells = task_cells(
-                snapshot,
-                now,
-                idle_threshold=self.idle_threshold,
-                name_width=_NAME_WIDTH,
-                lease_width=_LEASE_WIDTH,
+                snapshot, now, idle_threshold=self.idle_threshold, widths=self._widths
             )
-            signature = tuple(_signature(c) for c in cells)
+            signature = tuple(_signature(c) for c in cells.values())
             before = self._signatures.get(snapshot.task_id)
             if before is None:
-                self.add_row(*cells, key=snapshot.task_id)
+                self.add_row(*cells.values(), key=snapshot.task_id)
             elif before != signature:
-                for (key, _, _), cell, old, new in zip(
-                    COLUMNS, cells, before, signature, strict=True
-                ):
+                for (key, cell), old, new in zip(cells.items(), before, signature, strict=True):
                     if old != new:
                         self.update_cell(snapshot.task_id, key, cell)
             self._signatures[snapshot.task_id] = signature
