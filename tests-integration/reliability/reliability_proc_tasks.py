@@ -6,6 +6,7 @@ so the test sees from outside whether a child advances (a paused one must not).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -50,4 +51,14 @@ def work(ctx: Any, plan: str, steps: int, counter: str) -> int:
         if step == steps // 2 and plan == "exit":
             os._exit(3)
     ctx.checkpoint()
+    return steps
+
+
+async def awork(ctx: Any, steps: int, counter: str) -> int:
+    """`work` with the plan ``count`` as an ``async def`` body (``await ctx.acheckpoint()``)."""
+    for _ in range(steps):
+        await ctx.acheckpoint()
+        _tick(counter)
+        await asyncio.sleep(0.001)
+    await ctx.acheckpoint()
     return steps

@@ -234,3 +234,22 @@ def test_system_clock_fires_in_deadline_order_and_skips_cancelled() -> None:
     release.set()
     assert done.wait(WAIT)
     assert fired == ["first", "second", "last"]
+
+
+def test_a_deadline_too_far_to_sleep_for_never_ends_the_timer_thread(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    ended: list[BaseException | None] = []
+    monkeypatch.setattr(threading, "excepthook", lambda args: ended.append(args.exc_value))
+    clock = SystemClock()
+    fired = threading.Event()
+    clock.call_later(1e300, lambda: None)  # beyond any platform's sleep
+    clock.call_later(0.01, fired.set)
+    assert fired.wait(WAIT)
+    threading.Event().wait(0.1)  # the timer thread now sleeps towards the far deadline
+    assert ended == []
+    assert clock._thread is not None
+    assert clock._thread.is_alive()
+    again = threading.Event()
+    clock.call_later(0.01, again.set)
+    assert again.wait(WAIT)

@@ -6,6 +6,7 @@ their own module, which the tests put on ``sys.path`` (the child inherits it).
 
 from __future__ import annotations
 
+import asyncio
 import ctypes
 import os
 import signal
@@ -151,3 +152,28 @@ def write_artifact(ctx: Any, text: str) -> str:
     folder: Path = ctx.artifact_dir
     (folder / "out.txt").write_text(text, encoding="utf-8")
     return str(folder)
+
+
+def _tick(counter: str) -> None:
+    """One step of work seen from outside: one byte appended to the file `counter`."""
+    fd = os.open(counter, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, b".")
+    finally:
+        os.close(fd)
+
+
+def count_steps(ctx: Any, counter: str) -> None:
+    """Checkpoint, then count a step, every millisecond until stopped."""
+    while True:
+        ctx.checkpoint()
+        _tick(counter)
+        time.sleep(0.001)
+
+
+async def acount_steps(ctx: Any, counter: str) -> None:
+    """`count_steps` for an ``async def`` body (``await ctx.acheckpoint()``)."""
+    while True:
+        await ctx.acheckpoint()
+        _tick(counter)
+        await asyncio.sleep(0.001)

@@ -143,6 +143,13 @@ def test_inline_executor_is_refused() -> None:
         Controller(executor=InlineExecutor())
 
 
+@pytest.mark.parametrize("value", [0, float("inf"), float("nan")])
+def test_a_pause_timeout_that_is_no_window_is_refused_at_once(value: float) -> None:
+    # refused here, not at the first submit: no pause() could return within it
+    with pytest.raises(ConfigurationError, match="pause_timeout must be > 0 seconds and finite"):
+        Controller(pause_timeout=value)
+
+
 # ---------------------------------------------------------------- submit and queries
 
 

@@ -265,6 +265,7 @@ def test_per_call_options_override_the_task_spec() -> None:
         ({"executor": object()}, "executor must be"),
         ({"graceful_stop": -1}, "graceful_stop must be >= 0"),
         ({"pause_timeout": 0}, "pause_timeout must be > 0"),
+        ({"pause_timeout": float("inf")}, "pause_timeout must be > 0 seconds and finite"),
         ({"tags": "io"}, "single string"),
     ],
 )

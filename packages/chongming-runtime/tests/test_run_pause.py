@@ -6,7 +6,18 @@ import threading
 import time
 from collections.abc import Callable
 
-from chongming_core import FailureKind, FakeClock, FixedBackoff, RetryPolicy, TaskStatus, Timeout
+import pytest
+
+from chongming_core import (
+    ConfigurationError,
+    FailureKind,
+    FakeClock,
+    FixedBackoff,
+    RetryPolicy,
+    SystemClock,
+    TaskStatus,
+    Timeout,
+)
 from chongming_runtime import InlineExecutor, TaskContext, TaskRun
 from run_helpers import path, st, stop_flag, timeout_kind, wait_for
 
@@ -153,6 +164,91 @@ def test_resume_while_pausing_withdraws_the_pause() -> None:
     assert run.transitions[-1].trigger == "control:resume"
     release.set()
     assert run.wait(10).value == "ok"
+
+
+def test_pause_returns_within_its_window_when_the_clocks_timer_is_late() -> None:
+    # a clock of its own, whose one timer thread another callback keeps busy (a slow
+    # listener told on that thread, say): the window's timer cannot fire on time
+    clock = SystemClock()
+    entered = threading.Event()
+    release = threading.Event()
+
+    def body(ctx: TaskContext) -> str:
+        entered.set()
+        release.wait(30)  # busy, no checkpoint
+        return "done"
+
+    run = TaskRun(body, clock=clock)
+    run.start()
+    assert entered.wait(10)
+    busy = threading.Event()
+    unblock = threading.Event()
+
+    def keep_busy() -> None:
+        busy.set()
+        unblock.wait(20)
+
+    clock.call_later(0, keep_busy)
+    assert busy.wait(10)
+    began = time.monotonic()
+    try:
+        assert run.pause(timeout=0.2) is False
+        elapsed = time.monotonic() - began
+    finally:
+        unblock.set()
+    assert elapsed < 5, f"pause(timeout=0.2) returned after {elapsed:.1f}s"
+    assert st(run) is S.RUNNING
+    assert run.transitions[-1].trigger == "runtime:pause_aborted"
+    assert not run._attempt.control.pause_requested  # type: ignore[union-attr]
+    release.set()
+    assert run.wait(10).value == "done"
+
+
+def test_a_pause_that_joins_a_longer_one_returns_within_its_own_window() -> None:
+    entered = threading.Event()
+    release = threading.Event()
+
+    def body(ctx: TaskContext) -> None:
+        entered.set()
+        release.wait(30)  # busy, no checkpoint, until the test lets it reach one
+        while True:
+            ctx.checkpoint()
+            time.sleep(0.001)
+
+    run = TaskRun(body)
+    run.start()
+    assert entered.wait(10)
+    first, first_result = in_thread(lambda: run.pause(timeout=20))
+    wait_for(lambda: run.status is S.PAUSING)
+    began = time.monotonic()
+    try:
+        assert run.pause(timeout=0.2) is False  # not confirmed within its window
+        elapsed = time.monotonic() - began
+        assert st(run) is S.PAUSING  # the first pause goes on, under its own window
+    finally:
+        release.set()
+    assert elapsed < 5, f"pause(timeout=0.2) returned after {elapsed:.1f}s"
+    first.join(10)
+    assert first_result == [True]
+    assert st(run) is S.PAUSED
+    assert [t.to_status for t in run.transitions].count(S.PAUSING) == 1
+    run.stop()
+    assert run.wait(10).status is S.STOPPED
+
+
+@pytest.mark.parametrize("timeout", [0, -1, float("nan"), float("inf"), True, "5"])
+def test_a_pause_window_must_be_a_finite_number_of_seconds(timeout: object) -> None:
+    entered = threading.Event()
+    run = TaskRun(looping(entered))
+    run.start()
+    assert entered.wait(10)
+    before = run.transitions
+    with pytest.raises(ConfigurationError, match="pause timeout must be > 0 seconds and finite"):
+        run.pause(timeout=timeout)  # type: ignore[arg-type]
+    assert run.transitions == before
+    assert st(run) is S.RUNNING
+    run.stop()
+    assert run.wait(10).status is S.STOPPED
 
 
 def test_inline_executor_cannot_pause_and_says_so() -> None:

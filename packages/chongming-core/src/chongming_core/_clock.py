@@ -22,6 +22,10 @@ __all__ = ["SYSTEM_CLOCK", "Clock", "FakeClock", "SystemClock", "TimerHandle"]
 
 _log = logging.getLogger("chongming_task.clock")
 
+#: The longest single sleep of the timer thread: a deadline further away (a window of
+#: 1e300 seconds) is waited for in turns, as the platform cannot sleep that long at once.
+_LONGEST_SLEEP = 3600.0
+
 
 class TimerHandle:
     """A scheduled callback; `cancel()` it when the deadline no longer matters."""
@@ -146,7 +150,11 @@ class SystemClock:
                 handle = self._heap.pop_due(now)
                 if handle is None:
                     nxt = self._heap.next_deadline()
-                    self._cond.wait(None if nxt is None else max(0.0, nxt - now))
+                    # capped: a wait beyond the platform's time_t raises, and the one timer
+                    # thread of the process would end with every deadline it keeps
+                    self._cond.wait(
+                        None if nxt is None else min(max(0.0, nxt - now), _LONGEST_SLEEP)
+                    )
                     continue
             _run_callback(handle)
 

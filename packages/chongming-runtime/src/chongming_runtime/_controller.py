@@ -51,6 +51,7 @@ from chongming_runtime._controller_queries import ControllerQueries
 from chongming_runtime._ids import random_hex12
 from chongming_runtime._outcome import TaskOutcome
 from chongming_runtime._ownership import BucketOwnership
+from chongming_runtime._pausing import pause_window
 from chongming_runtime._pipeline import Pipeline
 from chongming_runtime._pipeline_run import PipelineCoordinator, PipelineRun
 from chongming_runtime._reconcile import ReconcileReport, reconcile_store
@@ -208,7 +209,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         self.max_parallel_per_bucket = max_parallel_per_bucket
         self.lease_ttl = float(lease_ttl)
         self.graceful_stop = graceful_stop
-        self.pause_timeout = pause_timeout
+        self.pause_timeout = pause_window(pause_timeout, "pause_timeout")
         self.touch_interval = float(touch_interval)
         self._executor: Executor = executor if executor is not None else ThreadExecutor()
         self.clock: Clock = clock if clock is not None else SYSTEM_CLOCK

@@ -2,7 +2,6 @@
 of a `Controller` (guide §8.3, §8.9)."""
 
 import logging
-import threading
 import time
 from datetime import timedelta
 
@@ -229,10 +228,11 @@ class ControllerControls(ControllerBase):
         elif action is CommandAction.RESUME:
             done = run.resume(actor=who)
         else:
-            threading.Thread(
-                target=run.pause, kwargs={"actor": who}, name="chongming-pause", daemon=True
-            ).start()
-            return "applied: pause requested"
+            # requested here and now, before the next command of the batch is applied (a
+            # resume right behind it must find it); nobody waits: its window ends it (D61)
+            if run._pause_without_waiting(actor=who):
+                return "applied: pause requested"
+            done = False
         return "applied" if done else f"ignored: task is {run.status.value}"
 
 

@@ -48,6 +48,7 @@ from chongming_runtime._control import AttemptControl
 from chongming_runtime._ids import random_hex12
 from chongming_runtime._listeners import RunEvent, RunListener
 from chongming_runtime._outcome import TaskOutcome
+from chongming_runtime._pausing import pause_window
 from chongming_runtime._supervision import Supervision
 from chongming_runtime.executors._base import Executor
 from chongming_runtime.executors.thread import ThreadExecutor, hand_over, run_elsewhere
@@ -63,12 +64,11 @@ _ONE_ATTEMPT = RetryPolicy(max_attempts=1)
 _NO_TIMEOUT = Timeout()
 
 
-def _seconds(name: str, value: Any, *, allow_zero: bool = True) -> float:
+def _seconds(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
         raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}")
-    if value < 0 or (value == 0 and not allow_zero):
-        bound = ">= 0" if allow_zero else "> 0"
-        raise ConfigurationError(f"{name} must be {bound} seconds, got {value!r}")
+    if value < 0:
+        raise ConfigurationError(f"{name} must be >= 0 seconds, got {value!r}")
     return float(value)
 
 
@@ -195,7 +195,7 @@ class TaskRun(Supervision):
         self._policy = retry if retry is not None else _ONE_ATTEMPT
         self._timeout = timeout if timeout is not None else _NO_TIMEOUT
         self._graceful = _seconds("graceful_stop", graceful_stop)
-        self._pause_window = _seconds("pause_timeout", pause_timeout, allow_zero=False)
+        self._pause_window = pause_window(pause_timeout, "pause_timeout")
         self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         self._monotonic: Callable[[], float] = (
             time.monotonic if type(self._clock) is SystemClock else self._clock.monotonic

@@ -1,10 +1,11 @@
 """The child side of `ProcessExecutor`: runs one attempt in a spawned process.
 
-Control flows parent -> child through shared memory (a flags word and the pause
-generation, read by the child's ``checkpoint()``) plus an event that wakes a
-paused child. Everything else flows child -> parent through one pipe: the start
-(with the pid), heartbeats and progress (forwarded every few milliseconds by a
-daemon thread), log lines, pause confirmations, and finally the result.
+Control flows parent -> child through shared memory (one word holding the stop
+and pause flags and the pause generation, read by the child's ``checkpoint()``)
+plus an event that wakes a paused child. Everything else flows child -> parent
+through one pipe: the start (with the pid), heartbeats and progress (forwarded
+every few milliseconds by a daemon thread), log lines, pause confirmations, and
+finally the result.
 """
 
 from __future__ import annotations
@@ -28,10 +29,17 @@ from chongming_runtime._context import LOG_LINES_KEPT, RuntimeContext
 from chongming_runtime._results import result_failure, result_problem
 from chongming_runtime.executors._processes import descendants, qualified_name
 
-__all__ = ["PAUSE", "STOP", "child_main"]
+__all__ = ["PAUSE", "STOP", "child_main", "control_word"]
 
 STOP = 1
 PAUSE = 2
+_GENERATION_SHIFT = 2  # the pause generation sits above the two flag bits
+
+
+def control_word(*, stop: bool, pause: bool, generation: int) -> int:
+    """The one shared word the parent writes: flags and pause generation together, so the
+    child never reads a generation that does not belong with the flags beside it."""
+    return (generation << _GENERATION_SHIFT) | (STOP if stop else 0) | (PAUSE if pause else 0)
 
 
 class _SharedInt(Protocol):
@@ -59,42 +67,49 @@ class _Sender:
 
 
 class _ChildControl:
-    """The child's read-only view of the flags the parent writes."""
+    """The child's read-only view of the control word the parent writes."""
 
-    def __init__(
-        self, flags: _SharedInt, generation: _SharedInt, wake: _WakeEvent, sender: _Sender
-    ) -> None:
-        self._flags = flags
-        self._generation = generation
+    def __init__(self, word: _SharedInt, wake: _WakeEvent, sender: _Sender) -> None:
+        self._word = word
         self._wake = wake
         self._sender = sender
         self._before_pause: Callable[[], None] | None = None
 
     @property
     def requested(self) -> bool:
-        return self._flags.value != 0
+        return bool(self._word.value & (STOP | PAUSE))
 
     @property
     def stop_requested(self) -> bool:
-        return bool(self._flags.value & STOP)
+        return bool(self._word.value & STOP)
 
     @property
     def pause_requested(self) -> bool:
-        return bool(self._flags.value & PAUSE)
+        return bool(self._word.value & PAUSE)
 
     @property
     def stop_reason(self) -> str | None:
         return None
 
     def wait_while_paused(self) -> None:
-        if self._before_pause is not None:
-            self._before_pause()  # progress and heartbeat reach the parent before "paused"
-        self._sender.send(("paused", self._generation.value))
+        """Hold here while a pause is requested; confirm each pause generation seen meanwhile.
+
+        A resume followed at once by another pause may find the body still here: the new
+        generation is confirmed too (D60), from one read of the word, so a confirmation
+        always names a pause that was requested while the body was held.
+        """
+        confirmed: int | None = None
         while True:
             self._wake.clear()
-            flags = self._flags.value
-            if flags & STOP or not flags & PAUSE:
+            word = self._word.value
+            if word & STOP or not word & PAUSE:
                 return
+            generation = word >> _GENERATION_SHIFT
+            if generation != confirmed:
+                if self._before_pause is not None:
+                    self._before_pause()  # progress and heartbeat reach the parent first
+                self._sender.send(("paused", generation))
+                confirmed = generation
             self._wake.wait(1.0)
 
 
@@ -161,15 +176,14 @@ def child_main(
     args: tuple[Any, ...],
     kwargs: Mapping[str, Any],
     info: Mapping[str, Any],
-    flags: _SharedInt,
-    generation: _SharedInt,
+    word: _SharedInt,
     wake: _WakeEvent,
     conn: Connection,
 ) -> None:
     """Entry point of the child process (module level, so ``spawn`` can import it)."""
     _end_with_the_parent()
     sender = _Sender(conn)
-    control = _ChildControl(flags, generation, wake, sender)
+    control = _ChildControl(word, wake, sender)
     forwarder = _Forwarder(sender, float(info["forward_interval"]))
     root = info.get("artifact_root")
     ctx = RuntimeContext(

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 from chongming_core import Clock, ConfigurationError, Failure, Progress, TimerHandle
 from chongming_runtime._attempt import AttemptResult
 from chongming_runtime._control import AttemptControl
-from chongming_runtime.executors._process_child import PAUSE, STOP, child_main
+from chongming_runtime.executors._process_child import child_main, control_word
 from chongming_runtime.executors._processes import descendants, same_process
 
 if TYPE_CHECKING:
@@ -209,8 +209,7 @@ class ProcessExecutor:
     def launch(self, attempt: Attempt) -> _ProcessHandle:
         """Spawn the child and a supervising thread that relays its reports."""
         mp = self._mp
-        flags = mp.RawValue("i", 0)
-        generation = mp.RawValue("i", 0)
+        word = mp.RawValue("q", 0)  # one aligned word: written and read whole
         wake = mp.Event()
         receiver, sender = mp.Pipe(duplex=False)
         ctx = attempt.context
@@ -230,8 +229,7 @@ class ProcessExecutor:
                 attempt.args,
                 dict(attempt.kwargs),
                 info,
-                flags,
-                generation,
+                word,
                 wake,
                 sender,
             ),
@@ -240,9 +238,10 @@ class ProcessExecutor:
         )
 
         def mirror(control: AttemptControl) -> None:
-            generation.value = control.pause_generation
-            flags.value = (STOP if control.stop_requested else 0) | (
-                PAUSE if control.pause_requested else 0
+            word.value = control_word(
+                stop=control.stop_requested,
+                pause=control.pause_requested,
+                generation=control.pause_generation,
             )
             wake.set()
 
