@@ -160,7 +160,9 @@ def predict(model: Model, event: str) -> tuple[str, Model]:
     if target == "starting":
         after.attempt += 1
         after.started = True
-    if status in ACTIVE and target not in ACTIVE and target != "paused" and event != "reset":
+    # a body suspended in place is still in its attempt: leaving it ends the attempt (D88)
+    executing = status in ACTIVE or model.paused_in_place
+    if executing and target not in ACTIVE and target != "paused" and event != "reset":
         after.attempt_records += 1
     after.paused_in_place = target == "paused" and status == "pausing"
     after.status = target
@@ -286,7 +288,8 @@ class StateMachineAgainstTheModel(RuleBasedStateMachine):
         record = self.machine.force_transition(target, actor=actor, reason=reason)
         assert (record.to_status, record.trigger, record.actor) == (target, "control:force", actor)
         current = self.model.status
-        if current in ACTIVE and target.value not in ACTIVE and target is not S.PAUSED:
+        executing = current in ACTIVE or self.model.paused_in_place
+        if executing and target.value not in ACTIVE and target is not S.PAUSED:
             self.model.attempt_records += 1
         self.model.paused_in_place = target is S.PAUSED and self.model.paused_in_place
         self.model.status = target.value
