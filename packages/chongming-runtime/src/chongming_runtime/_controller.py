@@ -441,6 +441,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
             machine=machine,
             listeners=self._listening,
             admission=self._admission,
+            stored_outcome=self.store.stored_outcome,  # the store decides a result (D68)
         )
         task_id = machine.task_id
         with self._lock:
