@@ -38,7 +38,7 @@ def result_failure(task_id: str, value: Any, problem: str) -> Failure:
     return Failure.of(
         FailureKind.RESULT_INVALID,
         storable_text(
-            f"task {task_id!r} returned a {type(value).__qualname__} that cannot be stored as "
+            f"task {task_id!r} returned {_a(type(value).__qualname__)} that cannot be stored as "
             f"JSON: {problem}. Return plain JSON data (dict, list, str, number, bool, None), and "
             "for large or binary data a pointer instead (an object key, a file path, a table "
             "name + id)"
@@ -59,3 +59,7 @@ def keep_result(
     except Exception as broken:  # a store's check must never leave the run unsettled
         problem = f"the store could not check it ({type(broken).__name__}: {broken})"
     return None, result_failure(task_id, value, problem)
+
+
+def _a(noun: str) -> str:
+    return f"an {noun}" if noun[:1].lower() in "aeiou" else f"a {noun}"
