@@ -137,3 +137,38 @@ def test_progress_no_store_can_keep_is_refused_at_the_call(stores: Opened) -> No
             assert stored.progress == Progress(done=1, message="caf\\udce9"), name
         else:
             assert stored.progress is None, name
+
+
+def test_an_outcome_beyond_sqlite_s_length_limit_ends_failed_in_the_store_too(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A limit of one store only (SQLITE_LIMIT_LENGTH, lowered here to 3 MiB): SQLite refused
+    the row ("string or blob too big") after the task was told it succeeded."""
+    import sqlite3
+
+    from chongming_store_sqlite import _store
+
+    opened = _store.connect
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = opened(*args, **kwargs)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 3 << 20)
+        return conn
+
+    monkeypatch.setattr(_store, "connect", connect)
+    path = str(tmp_path / "tasks.db")
+    store = SqliteTaskStore(path)
+    try:
+        told = _run_all(store, {"five megabytes": "x" * (5 << 20), "one megabyte": "x" * (1 << 20)})
+    finally:
+        store.close()
+    with SqliteTaskStore(path) as reader:
+        task_id, outcome = told["five megabytes"]
+        assert outcome.failure is not None
+        assert outcome.failure.kind is FailureKind.RESULT_INVALID
+        assert "more than the 2,097,152 bytes this SQLite store keeps" in outcome.failure.message
+        stored = reader.get(task_id)
+        assert stored is not None and stored.status is S.FAILED
+        task_id, outcome = told["one megabyte"]
+        stored = reader.get(task_id)
+        assert outcome.ok and stored is not None and stored.outcome == "x" * (1 << 20)

@@ -316,6 +316,27 @@ def test_values_json_cannot_carry_are_refused(store: PostgresTaskStore) -> None:
     assert store.get("t1") is None
 
 
+def test_an_outcome_beyond_what_one_value_holds_is_refused(
+    store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL keeps at most 1 GiB in a value; the limit is lowered here to 1,000 bytes
+    (counted in UTF-8: 300 CJK characters are 900 bytes, 400 are 1,200)."""
+    from chongming_store_postgres import _codec
+
+    monkeypatch.setattr(_codec, "OUTCOME_LIMIT", 1000)
+    snapshot, chain = build_task("t1", TaskStatus.SUCCEEDED)
+    fits, too_big = "数" * 300, {"rows": ["数" * 400]}
+    assert store.stored_outcome(fits) == fits
+    with pytest.raises(ValueError, match=r"the result is 1,213 bytes of JSON, more than the 1,000"):
+        store.stored_outcome(too_big)
+    with pytest.raises(StoreError, match="task 't1' outcome cannot be stored: the result is 1,213"):
+        store.create(snapshot.evolve(outcome=too_big), chain)
+    assert store.get("t1") is None
+    store.create(snapshot.evolve(outcome=fits), chain)
+    found = store.get("t1")
+    assert found is not None and found.outcome == fits
+
+
 def test_a_naive_datetime_is_refused(store: PostgresTaskStore) -> None:
     snapshot, _ = build_task("t1")
     naive = BASE_TIME.replace(tzinfo=None)
