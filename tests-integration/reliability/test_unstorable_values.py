@@ -99,7 +99,8 @@ def test_an_outcome_json_renames_is_the_same_value_for_every_reader(stores: Open
         read_back = renamed_outcomes()[name][1]
         assert outcome.status is S.SUCCEEDED, name
         stored = reader.get(task_id)
-        assert stored is not None and stored.status is S.SUCCEEDED, name
+        assert stored is not None, name
+        assert stored.status is S.SUCCEEDED, name
         assert same_json(outcome.value, read_back), name
         assert same_json(stored.outcome, read_back), name
 
@@ -132,7 +133,8 @@ def test_progress_no_store_can_keep_is_refused_at_the_call(stores: Opened) -> No
         expected = "accepted" if "lone surrogate" in name else "refused: progress"
         assert str(outcome.value).startswith(expected), (name, outcome.value)
         stored = reader.get(runs[name].task_id)
-        assert stored is not None and stored.status is S.SUCCEEDED, name
+        assert stored is not None, name
+        assert stored.status is S.SUCCEEDED, name
         if expected == "accepted":
             assert stored.progress == Progress(done=1, message="caf\\udce9"), name
         else:
@@ -146,16 +148,14 @@ def test_an_outcome_beyond_sqlite_s_length_limit_ends_failed_in_the_store_too(
     the row ("string or blob too big") after the task was told it succeeded."""
     import sqlite3
 
-    from chongming_store_sqlite import _store
-
-    opened = _store.connect
+    from chongming_store_sqlite._opening import connect as opened
 
     def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
         conn = opened(*args, **kwargs)
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, 3 << 20)
         return conn
 
-    monkeypatch.setattr(_store, "connect", connect)
+    monkeypatch.setattr("chongming_store_sqlite._store.connect", connect)
     path = str(tmp_path / "tasks.db")
     store = SqliteTaskStore(path)
     try:
@@ -168,7 +168,10 @@ def test_an_outcome_beyond_sqlite_s_length_limit_ends_failed_in_the_store_too(
         assert outcome.failure.kind is FailureKind.RESULT_INVALID
         assert "more than the 2,097,152 bytes this SQLite store keeps" in outcome.failure.message
         stored = reader.get(task_id)
-        assert stored is not None and stored.status is S.FAILED
+        assert stored is not None
+        assert stored.status is S.FAILED
         task_id, outcome = told["one megabyte"]
         stored = reader.get(task_id)
-        assert outcome.ok and stored is not None and stored.outcome == "x" * (1 << 20)
+        assert outcome.ok
+        assert stored is not None
+        assert stored.outcome == "x" * (1 << 20)

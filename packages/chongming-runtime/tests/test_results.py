@@ -72,7 +72,8 @@ def test_a_store_whose_check_breaks_fails_the_attempt_instead_of_telling_success
         outcome.failure.message
     )
     stored = store.get(run.task_id)
-    assert stored is not None and stored.status is S.FAILED
+    assert stored is not None
+    assert stored.status is S.FAILED
 
 
 def test_the_outcome_told_is_the_one_a_fresh_reader_of_the_store_sees(

@@ -334,7 +334,8 @@ def test_an_outcome_beyond_what_one_value_holds_is_refused(
     assert store.get("t1") is None
     store.create(snapshot.evolve(outcome=fits), chain)
     found = store.get("t1")
-    assert found is not None and found.outcome == fits
+    assert found is not None
+    assert found.outcome == fits
 
 
 def test_a_naive_datetime_is_refused(store: PostgresTaskStore) -> None:

@@ -335,16 +335,14 @@ def lowered_length_limit(monkeypatch: pytest.MonkeyPatch, limit: int) -> None:
     """Open every connection of the next stores with ``SQLITE_LIMIT_LENGTH`` = `limit`."""
     import sqlite3
 
-    from chongming_store_sqlite import _store
-
-    opened = _store.connect
+    from chongming_store_sqlite._opening import connect as opened
 
     def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
         conn = opened(*args, **kwargs)
         conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limit)
         return conn
 
-    monkeypatch.setattr(_store, "connect", connect)
+    monkeypatch.setattr("chongming_store_sqlite._store.connect", connect)
 
 
 def test_an_outcome_beyond_the_row_length_limit_is_refused_before_sqlite_is_asked(
@@ -365,4 +363,5 @@ def test_an_outcome_beyond_the_row_length_limit_is_refused_before_sqlite_is_aske
         assert store.get("t1") is None
         store.create(snapshot.evolve(outcome=fits), chain)
         found = store.get("t1")
-        assert found is not None and found.outcome == fits
+        assert found is not None
+        assert found.outcome == fits
