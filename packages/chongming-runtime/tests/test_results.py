@@ -7,7 +7,14 @@ from typing import Any
 
 import pytest
 
-from chongming_core import FailureKind, InMemoryTaskStore, TaskStatus, TaskStore
+from chongming_core import (
+    ConfigurationError,
+    FailureKind,
+    InMemoryTaskStore,
+    RetryPolicy,
+    TaskStatus,
+    TaskStore,
+)
 from chongming_runtime import InlineExecutor, TaskRun
 from chongming_runtime._controller import Controller
 
@@ -92,3 +99,14 @@ def test_a_run_of_its_own_applies_the_rules_every_store_shares() -> None:
     run = TaskRun(lambda ctx: (1, "x"), executor=InlineExecutor())
     run.start()
     assert run.wait(WAIT).value == [1, "x"]
+
+
+def test_an_int_too_long_for_text_is_described_in_the_refusal_not_raised_from_it(
+    make_controller: Any,
+) -> None:
+    """The message formatted the int itself, which raises ValueError past 4300 digits."""
+    controller = make_controller(InMemoryTaskStore())
+    with pytest.raises(ConfigurationError, match="priority an int of 5001 digits is out of"):
+        controller.submit("give", 1, priority=10**5000)
+    with pytest.raises(ConfigurationError, match="max_attempts must be below 2"):
+        controller.submit("give", 1, retry=RetryPolicy(max_attempts=2**63))

@@ -31,7 +31,14 @@ from typing import Any
 
 from chongming_core._records import Progress
 
-__all__ = ["MAX_DEPTH", "MAX_INT_DIGITS", "number_problem", "portable_json", "progress_problem"]
+__all__ = [
+    "MAX_DEPTH",
+    "MAX_INT_DIGITS",
+    "number_problem",
+    "portable_json",
+    "progress_problem",
+    "safe_repr",
+]
 
 #: Decimal digits an int may have: Python's default int/text conversion limit, so every
 #: Python process can read it back whatever this one's `sys.set_int_max_str_digits` says.
@@ -109,7 +116,7 @@ def number_problem(value: object) -> str | None:
     if (kind is not int and kind is not float) and (
         isinstance(value, bool) or not isinstance(value, int | float)
     ):
-        return f"must be a number, got {_brief(value)}"
+        return f"must be a number, got {safe_repr(value)}"
     try:
         if math.isfinite(value):  # type: ignore[arg-type]
             return None
@@ -134,7 +141,7 @@ def progress_problem(progress: Progress) -> str | None:
         if text is None:
             continue
         if not isinstance(text, str):
-            return f"progress {label} must be a str or None, got {_brief(text)}"
+            return f"progress {label} must be a str or None, got {safe_repr(text)}"
         if not text.isascii():
             why = _text_problem(text)
             if why is not None:
@@ -178,8 +185,9 @@ def _digits(value: int) -> int:
     return digits
 
 
-def _brief(value: object) -> str:
-    """A short repr that cannot fail (a huge int has no repr beyond the digit limit)."""
+def safe_repr(value: object) -> str:
+    """A short repr for a message that cannot fail: an int of more digits than Python
+    turns into text is described ("an int of 5001 digits"), a long repr is cut."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
         return f"an int of {_digits(value)} digits"
     try:
@@ -215,7 +223,9 @@ def _nests_deeper(text: str, limit: int) -> bool:
 
 
 def _where(path: tuple[object, ...]) -> str:
-    return "the result" if not path else "the result at " + "".join(f"[{_brief(k)}]" for k in path)
+    return (
+        "the result" if not path else "the result at " + "".join(f"[{safe_repr(k)}]" for k in path)
+    )
 
 
 def _why(value: Any, exc: BaseException | None = None) -> str:
@@ -297,6 +307,6 @@ def _key_problem(path: tuple[object, ...], key: object) -> str | None:
         with contextlib.suppress(ValueError):  # too long, or not finite: no text at all
             read = f", so other processes would read {_encode(key)!r}"
     return (
-        f"the dict key {_brief(key)} ({type(key).__name__}) of {_where(path)} is not a "
+        f"the dict key {safe_repr(key)} ({type(key).__name__}) of {_where(path)} is not a "
         f"string: JSON keeps only string keys{read}"
     )
