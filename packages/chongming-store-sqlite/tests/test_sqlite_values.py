@@ -365,3 +365,19 @@ def test_an_outcome_beyond_the_row_length_limit_is_refused_before_sqlite_is_aske
         found = store.get("t1")
         assert found is not None
         assert found.outcome == fits
+
+
+def test_the_writes_refuse_what_the_store_s_own_check_refuses(tmp_path: Path) -> None:
+    """A subclass with a stricter `stored_outcome` is held to it by every write."""
+
+    class Strict(SqliteTaskStore):
+        def stored_outcome(self, value: Any) -> Any:
+            if value == "forbidden":
+                raise ValueError("the result is the forbidden word")
+            return super().stored_outcome(value)
+
+    with Strict(str(tmp_path / "tasks.db")) as store:
+        snapshot, chain = build_task("t1", TaskStatus.SUCCEEDED)
+        with pytest.raises(StoreError, match="the result is the forbidden word"):
+            store.save_many([SnapshotWrite(snapshot.evolve(outcome="forbidden"), None, chain)])
+        assert store.get("t1") is None

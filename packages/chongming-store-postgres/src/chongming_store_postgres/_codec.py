@@ -10,7 +10,7 @@ or an outcome too large for one PostgreSQL value.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -24,7 +24,7 @@ from chongming_core import (
     TaskStatus,
     Transition,
 )
-from chongming_core._json import portable_json, progress_problem
+from chongming_core._json import progress_problem
 
 __all__ = [
     "TASK_COLUMNS",
@@ -149,23 +149,18 @@ def outcome_size_problem(text: str) -> str | None:
     )
 
 
-def _outcome_json(value: Any, task_id: str) -> str | None:
-    """The ``outcome`` column: JSON every store can keep, small enough for PostgreSQL."""
+def _outcome_json(value: Any, task_id: str, stored_outcome: Callable[[Any], object]) -> str | None:
+    """The ``outcome`` column: refused as the store's `stored_outcome` refuses it."""
     if value is None:
         return None
     what = f"task {task_id!r} outcome"
     try:
-        portable_json(value)
+        stored_outcome(value)
     except ValueError as exc:
         raise StoreError(f"{what} cannot be stored as JSON: {exc}", task_id=task_id) from (
             exc.__cause__ or exc
         )
-    text = dumps(value, what, task_id=task_id, allow_nul=True)
-    assert text is not None
-    problem = outcome_size_problem(text)
-    if problem is not None:
-        raise StoreError(f"{what} cannot be stored: {problem}", task_id=task_id)
-    return text
+    return dumps(value, what, task_id=task_id, allow_nul=True)
 
 
 def _time(value: datetime | None, what: str, *, task_id: str | None) -> datetime | None:
@@ -182,8 +177,9 @@ def _fold(value: str | None) -> str:
     return "" if value is None else value.casefold()
 
 
-def snapshot_params(s: TaskSnapshot) -> dict[str, Any]:
-    """The named parameters of an insert or update of `s` (checked for NUL and JSON)."""
+def snapshot_params(s: TaskSnapshot, stored_outcome: Callable[[Any], object]) -> dict[str, Any]:
+    """The named parameters of an insert or update of `s` (checked for NUL and JSON; the
+    outcome with the store's `stored_outcome`)."""
     tid = s.task_id
     what = f"task {tid!r}"
     check_text(tid, "task id", task_id=tid)
@@ -225,7 +221,7 @@ def snapshot_params(s: TaskSnapshot) -> dict[str, Any]:
         "failure": dumps(
             None if s.failure is None else s.failure.to_dict(), f"{what} failure", task_id=tid
         ),
-        "outcome": _outcome_json(s.outcome, tid),
+        "outcome": _outcome_json(s.outcome, tid, stored_outcome),
         "lease_owner": s.lease_owner,
         "executor": s.executor,
         "pid": s.pid,

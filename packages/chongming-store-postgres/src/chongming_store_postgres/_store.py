@@ -260,7 +260,8 @@ class PostgresTaskStore(TaskStore):
     # ------------------------------------------------------------------ snapshots
     def _write(self, writes: Sequence[SnapshotWrite], action: str) -> list[ConcurrencyConflict]:
         self._check_open()
-        prepared = W.prepare(writes, self._q)  # refuses bad values before anything is sent
+        # refuses bad values before anything is sent
+        prepared = W.prepare(writes, self._q, self.stored_outcome)
         if not prepared:
             return []
 
