@@ -204,6 +204,61 @@ def test_run_of_a_failing_task_exits_3_with_kind_and_message(workspace: Workspac
     assert "failure: exception: ValueError: disk full" in done.stdout
 
 
+_HOSTILE_TASKS = """
+from typing import Any
+
+from chongming_core import task
+
+
+@task
+def huge(ctx: Any) -> int:
+    return 10**5000
+
+
+@task
+def pair(ctx: Any) -> tuple[int, str]:
+    return (1, "x")
+
+
+@task
+def endless(ctx: Any) -> None:
+    ctx.progress(1, total=float("inf"))
+"""
+
+
+def test_run_of_a_result_no_store_can_keep_exits_3_and_the_store_agrees(
+    workspace: Workspace,
+) -> None:
+    """It printed "unexpected error: ValueError" and exited 1, and ``status`` said running."""
+    (workspace.root / "hostile_tasks.py").write_text(_HOSTILE_TASKS, encoding="utf-8")
+    db = str(workspace.db)
+    tasks = ("--tasks", "hostile_tasks")
+    huge = workspace.cli("--db", db, "run", "huge", *tasks, "--task-id", "huge-1")
+    assert huge.returncode == 3, huge.stderr
+    assert "unexpected error" not in huge.stderr
+    assert "status:  failed" in huge.stdout
+    assert (
+        "failure: result_invalid: task 'huge-1' returned an int that cannot be stored"
+        in huge.stdout
+    )
+    assert "an int of 5001 digits" in huge.stdout
+    stored = json.loads(workspace.cli("--db", db, "status", "huge-1", "--json").stdout)
+    assert (stored["status"], stored["failure"]["kind"]) == ("failed", "result_invalid")
+    endless = workspace.cli("--db", db, "run", "endless", *tasks, "--task-id", "endless-1")
+    assert endless.returncode == 3, endless.stderr
+    assert "progress total must be a finite number, got inf" in endless.stdout
+    assert (
+        json.loads(workspace.cli("--db", db, "status", "endless-1", "--json").stdout)["status"]
+        == "failed"
+    )
+    pair = workspace.cli("--db", db, "run", "pair", *tasks, "--json", "--task-id", "pair-1")
+    assert pair.returncode == 0, pair.stderr
+    assert json.loads(pair.stdout)["value"] == [1, "x"]
+    assert json.loads(workspace.cli("--db", db, "status", "pair-1", "--json").stdout)[
+        "outcome"
+    ] == [1, "x"]
+
+
 @pytest.mark.parametrize(
     ("args", "expected"),
     [

@@ -101,6 +101,9 @@ def test_delay_after_uses_the_backoff() -> None:
         ({"max_attempts": -1}, ["max_attempts must be an integer >= 1", "-1"]),
         ({"max_attempts": True}, ["max_attempts must be an integer >= 1", "True"]),
         ({"max_attempts": 2.5}, ["max_attempts must be an integer >= 1", "2.5"]),
+        # a snapshot field PostgreSQL keeps as a bigint: its create failed at every flush
+        ({"max_attempts": 2**63}, ["max_attempts must be below 2**63", "9223372036854775808"]),
+        ({"max_attempts": 10**5000}, ["stores keep it as a 64-bit integer", "of 5001 digits"]),
         ({"backoff": 5}, ["backoff must be FixedBackoff(...) or ExponentialBackoff(...)", "5"]),
         ({"retry_on": (ValueError, "OSError")}, ["retry_on must hold exception classes"]),
         ({"retry_on": 3}, ["retry_on must be an exception class or a tuple of them"]),
@@ -108,6 +111,7 @@ def test_delay_after_uses_the_backoff() -> None:
     ],
 )
 def test_retry_policy_validation(kwargs: dict[str, Any], fragments: list[str]) -> None:
+    assert RetryPolicy(max_attempts=2**63 - 1).max_attempts == 2**63 - 1
     with pytest.raises(ConfigurationError) as info:
         RetryPolicy(**kwargs)
     for fragment in fragments:

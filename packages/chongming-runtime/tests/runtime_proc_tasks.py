@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from chongming_core import task
+from chongming_core import ConfigurationError, task
 
 
 def square(ctx: Any, value: int) -> dict[str, int]:
@@ -107,6 +107,22 @@ class Holder(dict[str, Any]):
 
 def return_unpicklable_dict(ctx: Any) -> dict[str, Any]:
     return Holder()
+
+
+def return_tuples(ctx: Any) -> tuple[Any, ...]:
+    return (1, (2, "x"), {"pair": (3, 4)})
+
+
+def return_int_of_5001_digits(ctx: Any) -> int:
+    return 10**5000
+
+
+def report_infinite_progress(ctx: Any) -> str:
+    try:
+        ctx.progress(1, total=float("inf"))
+    except ConfigurationError as refused:
+        return f"refused: {refused}"
+    return "accepted"
 
 
 def start_grandchild_and_wait(ctx: Any, pid_file: str) -> None:

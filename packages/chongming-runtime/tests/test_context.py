@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import enum
 import logging
+import re
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,6 +16,7 @@ from chongming_core import (
     ConfigurationError,
     FakeClock,
     FixedBackoff,
+    Progress,
     RetryPolicy,
     TaskCancelled,
     TaskStatus,
@@ -124,6 +128,50 @@ def test_progress_refuses_non_numbers() -> None:
         ctx.progress("3")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError, match="NaN"):
         ctx.progress(float("nan"))
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda ctx: ctx.progress(float("inf")), "progress done must be a finite number, got inf"),
+        (lambda ctx: ctx.progress(1, total=float("-inf")), "progress total must be a finite"),
+        (lambda ctx: ctx.progress(10**400), "progress done must fit a float, got an int of 401"),
+        (lambda ctx: ctx.progress(1, total=10**5000), "an int of 5001 digits"),
+        (lambda ctx: ctx.progress(True), "progress done must be a number, got True"),
+        (lambda ctx: ctx.progress(1, unit=b"rows"), "progress unit must be a str or None"),
+        (lambda ctx: ctx.progress(1, message=3), "progress message must be a str or None"),
+    ],
+)
+def test_progress_no_store_can_keep_is_refused_at_the_call(
+    call: Callable[[RuntimeContext], None], message: str
+) -> None:
+    """PostgreSQL refused an infinite progress at every flush while the report itself was
+    accepted; a huge int broke every display of it (a fraction needs a float)."""
+    reports: list[Progress] = []
+    ctx, _ = make_ctx(FakeClock(), progress_sink=reports.append)
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
+        call(ctx)
+    assert reports == []
+
+
+def test_progress_keeps_plain_numbers_and_text_every_reader_sees_alike() -> None:
+    class Rows(enum.IntEnum):
+        ALL = 500
+
+    class Ratio(float):
+        pass
+
+    class Unit(str):
+        pass
+
+    reports: list[Progress] = []
+    ctx, _ = make_ctx(FakeClock(), progress_sink=reports.append)
+    ctx.progress(2**1023, total=Rows.ALL, unit=Unit("rows"))
+    ctx.progress(Ratio(0.5), total=1.5e308)
+    first, second = reports
+    assert (first.done, first.total, first.unit) == (2**1023, 500, "rows")
+    assert (type(first.total), type(first.unit)) == (int, str)
+    assert type(second.done) is float
 
 
 def test_heartbeat_appears_in_the_snapshot_in_wall_time() -> None:

@@ -283,6 +283,25 @@ def test_the_retry_policy_judges_an_exception_that_cannot_cross_back_whole(
     assert len(every.attempts) == 2  # an Exception: retried by the default policy
 
 
+def test_a_child_result_is_the_value_every_reader_gets_back(tasks: ModuleType) -> None:
+    """The child sends its value whole; the parent keeps what the store hands back."""
+    outcome = _in_child(tasks.return_tuples, attempts=1)
+    assert outcome.status is S.SUCCEEDED
+    assert outcome.value == [1, [2, "x"], {"pair": [3, 4]}]
+    assert type(outcome.value[1]) is list
+
+
+def test_values_no_store_can_keep_are_refused_in_the_child(tasks: ModuleType) -> None:
+    outcome = _in_child(tasks.return_int_of_5001_digits, attempts=3)
+    assert outcome.status is S.FAILED
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.RESULT_INVALID
+    assert "an int of 5001 digits" in outcome.failure.message
+    assert len(outcome.attempts) == 1
+    refused = _in_child(tasks.report_infinite_progress, attempts=1)
+    assert refused.value == "refused: progress total must be a finite number, got inf"
+
+
 def test_a_result_that_cannot_be_sent_back_is_result_invalid(tasks: ModuleType) -> None:
     outcome = _in_child(tasks.return_unpicklable_dict, attempts=3)
     assert outcome.status is S.FAILED

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import enum
+import sys
 import threading
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -21,6 +23,7 @@ from chongming_core import (
     Transition,
     task,
 )
+from chongming_core._json import MAX_DEPTH
 from chongming_runtime import (
     InlineExecutor,
     TaskContext,
@@ -34,6 +37,22 @@ from chongming_runtime.executors.thread import ThreadExecutor as ThreadFromModul
 from run_helpers import path, st
 
 S = TaskStatus
+
+
+def _nested(depth: int) -> list[Any]:
+    """A list nested `depth` levels deep."""
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+def _cycle() -> list[Any]:
+    value: list[Any] = [1]
+    value.append(value)
+    return value
+
+
 HAPPY = [
     (S.PENDING, S.QUEUED),
     (S.QUEUED, S.STARTING),
@@ -202,6 +221,17 @@ def test_an_exception_fails_the_attempt_with_kind_exception() -> None:
         # JSON would turn the key into "1": other processes would read another value
         ({1: "a"}, "dict"),
         ([{"a": {2: "b"}}], "list"),
+        ({(1, 2): "a"}, "dict"),
+        # more digits than another process reads back (its default int/str limit)
+        pytest.param(10**5000, "int", id="int-5001-digits"),
+        pytest.param({"rows": [1, -(10**4300)]}, "dict", id="nested-int-4301-digits"),
+        (float("inf"), "float"),
+        ([1.0, float("-inf")], "list"),
+        ((1, float("nan")), "tuple"),
+        (frozenset({1}), "frozenset"),
+        (bytearray(b"x"), "bytearray"),
+        pytest.param(_nested(MAX_DEPTH + 1), "list", id="nested-too-deep"),
+        pytest.param(_cycle(), "list", id="cycle"),
     ],
 )
 def test_a_result_that_is_not_json_fails_with_result_invalid(value: Any, type_name: str) -> None:
@@ -219,11 +249,95 @@ def test_a_result_that_is_not_json_fails_with_result_invalid(value: Any, type_na
     assert len(outcome.attempts) == 1  # not retried: it would fail the same way
 
 
-@pytest.mark.parametrize("value", ["café", {"名前": ["ok", "nul\x00kept", 1.5]}, (1, "x")])
+@pytest.mark.parametrize(
+    "value",
+    [
+        "café",
+        {"名前": ["ok", "nul\x00kept", 1.5]},
+        pytest.param(10**4300 - 1, id="int-4300-digits"),  # every process reads it back
+        pytest.param(_nested(MAX_DEPTH), id="nested-to-the-limit"),
+        pytest.param(["x" * 100_000 + "[" * 1000], id="brackets-in-text"),  # not nesting
+    ],
+)
 def test_results_every_store_keeps_pass(value: Any) -> None:
     outcome = run_task(lambda ctx: value, executor=InlineExecutor())
     assert outcome.status is S.SUCCEEDED
     assert outcome.value == value
+
+
+class _Colour(enum.IntEnum):
+    RED = 1
+
+
+class _Mode(enum.StrEnum):
+    FAST = "fast"
+
+
+class _Point(NamedTuple):
+    x: int
+    y: int
+
+
+@pytest.mark.parametrize(
+    ("value", "read_back"),
+    [
+        ((1, "x"), [1, "x"]),
+        ({"pair": (1, (2, 3))}, {"pair": [1, [2, 3]]}),
+        (_Point(1, 2), [1, 2]),
+        (_Colour.RED, 1),
+        ([_Mode.FAST, {_Mode.FAST: _Colour.RED}], ["fast", {"fast": 1}]),
+    ],
+)
+def test_a_result_is_the_value_every_reader_gets_back(value: Any, read_back: Any) -> None:
+    """JSON keeps no tuple and no subclass: this process gets what the store hands back to
+    every other reader (a list, an int, a str), not the original type only it would see."""
+    outcome = run_task(lambda ctx: value, executor=InlineExecutor())
+    assert outcome.status is S.SUCCEEDED
+    assert outcome.value == read_back
+    assert same_json_types(outcome.value, read_back)
+    assert same_json_types(outcome.snapshot.outcome, read_back)
+
+
+def same_json_types(found: Any, expected: Any) -> bool:
+    """Equal and of exactly the same types all the way down."""
+    if type(found) is not type(expected):
+        return False
+    if isinstance(expected, dict):
+        return (
+            all(type(k) is str and same_json_types(found[k], v) for k, v in expected.items())
+            and found.keys() == expected.keys()
+        )
+    if isinstance(expected, list):
+        return len(found) == len(expected) and all(
+            same_json_types(f, e) for f, e in zip(found, expected, strict=True)
+        )
+    return bool(found == expected)
+
+
+def test_an_int_too_long_to_read_back_says_why_and_what_to_return() -> None:
+    outcome = run_task(lambda ctx: {"n": [10**5000]}, task_id="big", executor=InlineExecutor())
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.RESULT_INVALID
+    assert (
+        "the result at ['n'][0] is an int of 5001 digits, which the store cannot encode as "
+        "JSON (limit 4300 digits); return it as a str" in outcome.failure.message
+    )
+
+
+def test_an_int_is_refused_by_the_portable_limit_even_when_this_process_raised_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Another process, at Python's default limit, could not read it back."""
+    monkeypatch.setattr(sys, "get_int_max_str_digits", lambda: 0)  # 0: no limit here
+    big = 10**4400
+    for value in (big, [big], {"n": big}):
+        outcome = run_task(lambda ctx, v=value: v, executor=InlineExecutor())
+        assert outcome.failure is not None, value
+        assert "limit 4300 digits" in outcome.failure.message
+    digits_in_text = "9" * 5000
+    assert run_task(lambda ctx: [digits_in_text], executor=InlineExecutor()).value == [
+        digits_in_text
+    ]
 
 
 def test_per_call_options_override_the_task_spec() -> None:

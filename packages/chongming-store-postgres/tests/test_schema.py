@@ -355,6 +355,30 @@ def test_values_json_cannot_carry_are_refused(store: PostgresTaskStore) -> None:
     assert store.get("t1") is None
 
 
+def test_an_outcome_beyond_what_one_value_holds_is_refused(
+    store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """PostgreSQL keeps at most 1 GiB in a value; the limit is lowered here to 1,000 bytes
+    (counted in UTF-8: 300 CJK characters are 900 bytes, 400 are 1,200)."""
+    from chongming_store_postgres import _codec
+
+    monkeypatch.setattr(_codec, "OUTCOME_LIMIT", 1000)
+    snapshot, chain = build_task("t1", TaskStatus.SUCCEEDED)
+    fits, too_big = "数" * 300, {"rows": ["数" * 400]}
+    assert store.stored_outcome(fits) == fits
+    with pytest.raises(ValueError, match=r"the result is 1,213 bytes of JSON, more than the 1,000"):
+        store.stored_outcome(too_big)
+    with pytest.raises(
+        StoreError, match="task 't1' outcome cannot be stored as JSON: the result is 1,213"
+    ):
+        store.create(snapshot.evolve(outcome=too_big), chain)
+    assert store.get("t1") is None
+    store.create(snapshot.evolve(outcome=fits), chain)
+    found = store.get("t1")
+    assert found is not None
+    assert found.outcome == fits
+
+
 def test_a_naive_datetime_is_refused(store: PostgresTaskStore) -> None:
     snapshot, _ = build_task("t1")
     naive = BASE_TIME.replace(tzinfo=None)
@@ -380,3 +404,21 @@ def test_times_come_back_as_the_same_instants_in_utc(store: PostgresTaskStore) -
     assert found.created_at == snapshot.created_at
     assert found.created_at is not None
     assert found.created_at.utcoffset() == timedelta(0)
+
+
+def test_the_writes_refuse_what_the_store_s_own_check_refuses(
+    postgres_dsn: str, schema: str
+) -> None:
+    """A subclass with a stricter `stored_outcome` is held to it by every write."""
+
+    class Strict(PostgresTaskStore):
+        def stored_outcome(self, value: Any) -> Any:
+            if value == "forbidden":
+                raise ValueError("the result is the forbidden word")
+            return super().stored_outcome(value)
+
+    with Strict(postgres_dsn, schema=schema, max_size=2) as store:
+        snapshot, chain = build_task("t1", TaskStatus.SUCCEEDED)
+        with pytest.raises(StoreError, match="the result is the forbidden word"):
+            store.save_many([SnapshotWrite(snapshot.evolve(outcome="forbidden"), None, chain)])
+        assert store.get("t1") is None

@@ -7,6 +7,7 @@ import random
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -328,3 +329,55 @@ def test_numbers_sqlite_cannot_hold_are_store_errors(store: SqliteTaskStore) -> 
 def test_invalid_lease_seconds_are_refused(store: SqliteTaskStore, lease: object) -> None:
     with pytest.raises(ConfigurationError, match="lease_seconds"):
         store.claim_commands("me", now=BASE_TIME, lease_seconds=lease)  # type: ignore[arg-type]
+
+
+def lowered_length_limit(monkeypatch: pytest.MonkeyPatch, limit: int) -> None:
+    """Open every connection of the next stores with ``SQLITE_LIMIT_LENGTH`` = `limit`."""
+    import sqlite3
+
+    from chongming_store_sqlite._opening import connect as opened
+
+    def connect(*args: Any, **kwargs: Any) -> sqlite3.Connection:
+        conn = opened(*args, **kwargs)
+        conn.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, limit)
+        return conn
+
+    monkeypatch.setattr("chongming_store_sqlite._store.connect", connect)
+
+
+def test_an_outcome_beyond_the_row_length_limit_is_refused_before_sqlite_is_asked(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """SQLite refuses a row value longer than SQLITE_LIMIT_LENGTH ("string or blob too big"):
+    the store's check says so first, leaving room for the rest of the row."""
+    lowered_length_limit(monkeypatch, 3 << 20)
+    with SqliteTaskStore(str(tmp_path / "tasks.db")) as store:
+        fits = "x" * (1 << 20)
+        assert store.stored_outcome(fits) == fits
+        too_big = {"blob": "x" * (5 << 20)}
+        with pytest.raises(ValueError, match=r"more than the 2,097,152 bytes this SQLite store"):
+            store.stored_outcome(too_big)
+        snapshot, chain = build_task("t1", TaskStatus.SUCCEEDED)
+        with pytest.raises(StoreError, match="cannot store task 't1': the result is 5,242,"):
+            store.create(snapshot.evolve(outcome=too_big), chain)
+        assert store.get("t1") is None
+        store.create(snapshot.evolve(outcome=fits), chain)
+        found = store.get("t1")
+        assert found is not None
+        assert found.outcome == fits
+
+
+def test_the_writes_refuse_what_the_store_s_own_check_refuses(tmp_path: Path) -> None:
+    """A subclass with a stricter `stored_outcome` is held to it by every write."""
+
+    class Strict(SqliteTaskStore):
+        def stored_outcome(self, value: Any) -> Any:
+            if value == "forbidden":
+                raise ValueError("the result is the forbidden word")
+            return super().stored_outcome(value)
+
+    with Strict(str(tmp_path / "tasks.db")) as store:
+        snapshot, chain = build_task("t1", TaskStatus.SUCCEEDED)
+        with pytest.raises(StoreError, match="the result is the forbidden word"):
+            store.save_many([SnapshotWrite(snapshot.evolve(outcome="forbidden"), None, chain)])
+        assert store.get("t1") is None

@@ -74,6 +74,7 @@ from chongming_core._errors import (
 from chongming_core._failure import Failure as Failure
 from chongming_core._failure import FailureKind as FailureKind
 from chongming_core._failure import storable_text as storable_text
+from chongming_core._json import progress_problem as progress_problem
 from chongming_core._memory_store import InMemoryTaskStore as InMemoryTaskStore
 from chongming_core._policies import (
     AggregationPolicy as AggregationPolicy,
@@ -224,6 +225,7 @@ __all__ = [
     "buckets_for_node",
     "get_task_spec",
     "parse_bucket_spec",
+    "progress_problem",
     "storable_text",
     "task",
     "validate_tags",

@@ -10,7 +10,8 @@ from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
 from chongming_core._errors import ConcurrencyConflict, StoreError
-from chongming_core._records import TaskSnapshot, Transition
+from chongming_core._json import progress_problem
+from chongming_core._records import Progress, TaskSnapshot, Transition
 from chongming_core._status import TaskStatus
 from chongming_core._store import (
     Command,
@@ -53,9 +54,26 @@ class InMemoryTaskStore(TaskStore):
         if self._closed:
             raise StoreError("InMemoryTaskStore is closed; create a new store to keep working")
 
+    def _kept(self, snapshot: TaskSnapshot) -> TaskSnapshot:
+        """`snapshot` as this store keeps it: refused when another store could not keep it,
+        and with its outcome as every other store hands it back (a tuple as a list)."""
+        if snapshot.progress is not None:
+            _check_progress(snapshot.task_id, snapshot.progress)
+        outcome = snapshot.outcome
+        if outcome is None:
+            return snapshot
+        try:
+            kept = self.stored_outcome(outcome)
+        except ValueError as exc:
+            raise StoreError(
+                f"cannot store task {snapshot.task_id!r}: {exc}", task_id=snapshot.task_id
+            ) from None
+        return snapshot if kept is outcome else snapshot.evolve(outcome=kept)
+
     # ------------------------------------------------------------------ snapshots
     def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
         """See `TaskStore.create`."""
+        snapshot = self._kept(snapshot)
         with self._lock:
             self._open()
             self._create(snapshot, transitions)
@@ -83,6 +101,7 @@ class InMemoryTaskStore(TaskStore):
         transitions: Sequence[Transition] = (),
     ) -> None:
         """See `TaskStore.save`."""
+        snapshot = self._kept(snapshot)
         with self._lock:
             self._open()
             self._save(snapshot, expect_version, transitions)
@@ -113,14 +132,15 @@ class InMemoryTaskStore(TaskStore):
     def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
         """See `TaskStore.save_many`."""
         conflicts: list[ConcurrencyConflict] = []
+        kept = [self._kept(w.snapshot) for w in writes]  # an unstorable item: nothing written
         with self._lock:
             self._open()
-            for write in writes:
+            for write, snapshot in zip(writes, kept, strict=True):
                 try:
                     if write.expect_version is None:
-                        self._create(write.snapshot, write.transitions)
+                        self._create(snapshot, write.transitions)
                     else:
-                        self._save(write.snapshot, write.expect_version, write.transitions)
+                        self._save(snapshot, write.expect_version, write.transitions)
                 except ConcurrencyConflict as conflict:
                     conflicts.append(conflict)
         return conflicts
@@ -196,6 +216,9 @@ class InMemoryTaskStore(TaskStore):
     # ------------------------------------------------------------------ side path
     def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
         """See `TaskStore.touch_many`."""
+        for update in updates:  # all checked first: an unstorable update writes nothing
+            if isinstance(update.progress, Progress):
+                _check_progress(update.task_id, update.progress)
         applied = 0
         with self._lock:
             self._open()
@@ -349,3 +372,9 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 def _replace_command(cmd: Command, **changes: object) -> Command:
     return dataclasses.replace(cmd, **changes)  # type: ignore[arg-type]
+
+
+def _check_progress(task_id: str, progress: Progress) -> None:
+    problem = progress_problem(progress)
+    if problem is not None:
+        raise StoreError(f"cannot store task {task_id!r}: {problem}", task_id=task_id)

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any, Protocol, runtime_checkable
 
 from chongming_core._errors import ConfigurationError, TaskCancelled
+from chongming_core._json import safe_repr
 
 __all__ = [
     "AggregationPolicy",
@@ -138,6 +139,10 @@ def _exception_types(name: str, value: Any) -> tuple[type[BaseException], ...]:
     return types
 
 
+#: The first int a 64-bit column cannot hold.
+_INT64_END = 2**63
+
+
 @dataclass(frozen=True, slots=True)
 class RetryPolicy:
     """How many attempts a task gets and which failures deserve another one.
@@ -155,7 +160,13 @@ class RetryPolicy:
         attempts = self.max_attempts
         if isinstance(attempts, bool) or not isinstance(attempts, int) or attempts < 1:
             raise ConfigurationError(
-                f"max_attempts must be an integer >= 1 (it counts the first try), got {attempts!r}"
+                f"max_attempts must be an integer >= 1 (it counts the first try), "
+                f"got {safe_repr(attempts)}"
+            )
+        if attempts >= _INT64_END:  # a snapshot field: PostgreSQL keeps it as a bigint
+            raise ConfigurationError(
+                f"max_attempts must be below 2**63 (stores keep it as a 64-bit integer), got "
+                f"{safe_repr(attempts)}"
             )
         if not isinstance(self.backoff, Backoff):
             raise ConfigurationError(

@@ -30,9 +30,10 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum, StrEnum
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from chongming_core._errors import ConcurrencyConflict, ConfigurationError
+from chongming_core._json import portable_json
 from chongming_core._records import Progress, TaskSnapshot, Transition
 from chongming_core._status import TERMINAL_STATUSES, TaskStatus
 
@@ -256,6 +257,27 @@ class TaskStore(abc.ABC):
     #: sharing): a controller's writer then makes a durable write on the thread that
     #: asked for it instead of waking its background thread to batch it.
     writes_in_memory: ClassVar[bool] = False
+
+    # ------------------------------------------------------------------ values
+    def stored_outcome(self, value: Any) -> Any:
+        """`value`, a task's outcome, as every reader of this store will get it back.
+
+        The runtime asks this before it tells anyone a task succeeded, so a result this
+        store cannot keep ends the attempt ``failed`` (kind ``result_invalid``) instead of
+        a ``succeeded`` that the store never holds. `create`, `save` and `save_many`
+        refuse an outcome this refuses with `StoreError`, writing nothing.
+
+        The default applies the rules every store shares (``chongming_core._json``):
+        JSON that any process reads back as the same value; what JSON only renames is
+        converted (a tuple comes back as a list, an ``IntEnum`` member as an int). A
+        backend with limits of its own (a size) overrides this and calls ``super()``
+        first; it must never accept what the default refuses.
+
+        Raises:
+            ValueError: this store cannot keep `value`; the message says where, why and
+                what to return instead.
+        """
+        return portable_json(value)
 
     # ------------------------------------------------------------------ snapshots
     @abc.abstractmethod

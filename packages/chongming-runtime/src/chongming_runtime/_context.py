@@ -20,6 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from chongming_core import ConfigurationError, Progress, TaskCancelled, storable_text
+from chongming_core._json import number_problem
 from chongming_runtime._artifacts import artifact_folder
 from chongming_runtime._control import ControlView
 
@@ -189,20 +190,21 @@ class RuntimeContext:
         unit: str | None = None,
         message: str | None = None,
     ) -> None:
-        """Report progress. Side path: never bumps ``status_version``, never beats."""
-        for label, value in (("done", done), ("total", total)):
-            if value is None and label == "total":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise ConfigurationError(f"progress {label} must be a number, got {value!r}")
-            if math.isnan(value):
-                raise ConfigurationError(f"progress {label} must not be NaN")
+        """Report progress. Side path: never bumps ``status_version``, never beats.
+
+        Raises:
+            ConfigurationError: `done` or `total` is not a finite number that fits a float
+                (a bool, NaN, an infinity, a huge int), or `unit` or `message` is not a str
+                or None: no store could keep it, and the report is refused here, at the
+                call, instead of failing every later write (D70).
+        """
+        done = _progress_number("done", done)
+        if total is not None:
+            total = _progress_number("total", total)
         if self._progress_sink is not None:
             # informational text: kept, with what no store can keep written as escapes
-            if isinstance(unit, str):
-                unit = storable_text(unit)
-            if isinstance(message, str):
-                message = storable_text(message)
+            unit = _progress_text("unit", unit)
+            message = _progress_text("message", message)
             self._progress_sink(Progress(done=done, total=total, unit=unit, message=message))
 
     def log(self, message: str, *, level: int = logging.INFO) -> None:
@@ -280,3 +282,30 @@ class RuntimeContext:
 
     def __repr__(self) -> str:
         return f"<TaskContext task_id={self.task_id!r} attempt={self.attempt}>"
+
+
+def _progress_number(label: str, value: Any) -> Any:
+    """`value` as every reader sees it (an int or a float, not a subclass), or refused."""
+    kind = type(value)
+    if (kind is float and math.isfinite(value)) or (
+        kind is int and -_FLOAT_INTS < value < _FLOAT_INTS
+    ):
+        return value  # the common case, checked cheaply
+    problem = number_problem(value)
+    if problem is not None:
+        raise ConfigurationError(f"progress {label} {problem}")
+    return int(value) if isinstance(value, int) else float(value)
+
+
+def _progress_text(label: str, value: str | None) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ConfigurationError(
+            f"progress {label} must be a str or None, got a {type(value).__qualname__}"
+        )
+    return storable_text(value if type(value) is str else str.__str__(value))
+
+
+#: ints below this magnitude fit a float; larger ones are checked the slow way
+_FLOAT_INTS = 2**1023

@@ -43,6 +43,7 @@ from chongming_core import (
     TimerHandle,
     validate_tags,
 )
+from chongming_core._json import safe_repr
 from chongming_runtime._capacity import Capacity, ReadyQueue
 from chongming_runtime._commands import CommandPoller
 from chongming_runtime._controller_controls import ControllerControls, still_unfinished
@@ -392,8 +393,8 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
             raise ConfigurationError(f"priority must be an integer, got {priority!r}")
         if priority is not None and not -(2**63) <= priority < 2**63:
             raise ConfigurationError(
-                f"priority {priority} is out of range: stores keep it as a 64-bit integer "
-                f"({-(2**63)} to {2**63 - 1})"
+                f"priority {safe_repr(priority)} is out of range: stores keep it as a 64-bit "
+                f"integer ({-(2**63)} to {2**63 - 1})"
             )
         if bucket_key is not None and not isinstance(bucket_key, str):
             raise ConfigurationError(
@@ -462,6 +463,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
             machine=machine,
             listeners=self._listening,
             admission=self._admission,
+            stored_outcome=self.store.stored_outcome,  # the store decides a result (D68)
         )
         task_id = machine.task_id
         with self._lock:

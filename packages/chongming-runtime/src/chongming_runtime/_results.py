@@ -1,76 +1,65 @@
-"""Checks on what a body returns (guide §8.13): results must be JSON.
+"""Checks on what a body returns (guide §8.13): results must be JSON every store keeps.
 
 A result is written to the store (the outcome column). A value that cannot be
 stored would show ``succeeded`` in this process while the store stayed at
 ``running`` (and a later reconcile would call a finished task lost), so an
-invalid result fails the attempt loudly, with kind ``result_invalid``.
+invalid result fails the attempt loudly, with kind ``result_invalid``. The store
+itself decides (`TaskStore.stored_outcome`, D68); `result_problem` applies the
+rules every store shares, where no store is at hand (a process executor's child).
 """
 
 from __future__ import annotations
 
-import json
+from collections.abc import Callable
 from typing import Any
 
-from chongming_core import Failure, FailureKind
-from chongming_runtime._text import unstorable_text
+from chongming_core import Failure, FailureKind, storable_text
+from chongming_core._json import portable_json
 
-__all__ = ["result_failure", "result_problem"]
+__all__ = ["keep_result", "result_failure", "result_problem"]
 
 
 def result_problem(value: Any) -> str | None:
-    """Why `value` cannot be stored as a JSON outcome, or None when it can.
+    """Why no store can keep `value` as a JSON outcome, or None when every store can.
 
-    Beyond what ``json.dumps`` refuses: text that is not valid Unicode (no store can keep a
-    lone surrogate), and dict keys that are not strings (JSON would turn ``1`` into ``"1"``,
-    so other processes would read another value than this one).
+    Beyond what ``json.dumps`` refuses: text that is not valid Unicode, ints of more
+    digits than other processes read back, dict keys that are not strings (JSON would
+    turn ``1`` into ``"1"``), structures nested too deep to decode (``chongming_core._json``).
     """
-    kind = type(value)
-    if value is None or kind is bool or kind is int:
-        return None  # always JSON (a float may be NaN or infinite: it goes through dumps)
-    if kind is str:
-        return None if value.isascii() else _text_problem(value)
     try:
-        text = json.dumps(value, allow_nan=False, ensure_ascii=False)
-    except (TypeError, ValueError, RecursionError) as exc:
-        return f"{type(exc).__name__}: {exc}"
-    problem = None if text.isascii() else _text_problem(text)
-    if problem is None and "{" in text:  # no dict, no key to check (a list of numbers, say)
-        problem = _key_problem(value)
-    return problem
-
-
-def _text_problem(text: str) -> str | None:
-    why = unstorable_text(text.replace("\x00", ""))  # a NUL is kept: outcomes are JSON text
-    return None if why is None else f"a string {why}"
-
-
-def _key_problem(value: Any) -> str | None:
-    """A dict key that JSON would change (not a string), anywhere in `value`."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            for key, inner in item.items():
-                if not isinstance(key, str):
-                    return (
-                        f"the dict key {key!r} ({type(key).__name__}) is not a string: JSON "
-                        f"keeps only string keys, so other processes would read {str(key)!r}"
-                        if not isinstance(key, bool | None)
-                        else f"the dict key {key!r} is not a string: JSON keeps only string keys"
-                    )
-                stack.append(inner)
-        elif isinstance(item, list | tuple):
-            stack.extend(item)
+        portable_json(value)
+    except ValueError as exc:
+        return str(exc)
     return None
 
 
 def result_failure(task_id: str, value: Any, problem: str) -> Failure:
-    """The `result_invalid` failure for a value `result_problem` refused."""
+    """The `result_invalid` failure for a value the store (or `result_problem`) refused."""
     return Failure.of(
         FailureKind.RESULT_INVALID,
-        f"task {task_id!r} returned a {type(value).__qualname__} that is not JSON-serialisable "
-        f"({problem}); return plain JSON data (dict, list, str, number, bool, None), and for "
-        "large or binary data return a pointer instead (an object key, a file path, a table "
-        "name + id)",
+        storable_text(
+            f"task {task_id!r} returned {_a(type(value).__qualname__)} that cannot be stored as "
+            f"JSON: {problem}. Return plain JSON data (dict, list, str, number, bool, None), and "
+            "for large or binary data a pointer instead (an object key, a file path, a table "
+            "name + id)"
+        ),
         retryable=False,
     )
+
+
+def keep_result(
+    task_id: str, value: Any, stored_outcome: Callable[[Any], Any]
+) -> tuple[Any, Failure | None]:
+    """The outcome the store keeps for the returned `value` (`TaskStore.stored_outcome`),
+    or None and the `result_invalid` failure saying why it cannot."""
+    try:
+        return stored_outcome(value), None
+    except ValueError as refused:
+        problem = str(refused)
+    except Exception as broken:  # a store's check must never leave the run unsettled
+        problem = f"the store could not check it ({type(broken).__name__}: {broken})"
+    return None, result_failure(task_id, value, problem)
+
+
+def _a(noun: str) -> str:
+    return f"an {noun}" if noun[:1].lower() in "aeiou" else f"a {noun}"

@@ -104,6 +104,7 @@ class RunCore:
     _admission: Callable[[TaskRun], None] | None
     _logs: deque[str] | None
     _upstream: Mapping[str, Any] | None
+    _stored_outcome: Callable[[Any], Any]
 
     def _compose(self) -> TaskSnapshot:
         raise NotImplementedError

@@ -46,7 +46,7 @@ from chongming_runtime._attempt import Attempt, AttemptResult, ResultKind
 from chongming_runtime._call_each import call_each
 from chongming_runtime._command import CommandFailed
 from chongming_runtime._pausing import Pausing
-from chongming_runtime._results import result_failure, result_problem
+from chongming_runtime._results import keep_result
 from chongming_runtime._text import refuse_unstorable
 from chongming_runtime.executors.thread import run_elsewhere
 
@@ -334,11 +334,13 @@ class Supervision(Pausing):
         # a value returned after a timeout asked the body to stop is the timeout's failure
         # (§6, R2); after an operator's stop it is the task's end (stopping -> succeeded)
         if result.kind is ResultKind.RETURNED and (attempt.timeout_kind is None or stopping):
-            problem = result_problem(result.value)
-            if problem is None:
-                self._record(machine.mark_succeeded(outcome=result.value, actor=self._actor))
-                return False
-            return self._fail(result_failure(self._task_id, result.value, problem), None)
+            # the store decides what it can keep, before anyone is told the task succeeded
+            # (D68); every reader, this process too, then sees the value it keeps (D69)
+            outcome, invalid = keep_result(self._task_id, result.value, self._stored_outcome)
+            if invalid is not None:
+                return self._fail(invalid, None)
+            self._record(machine.mark_succeeded(outcome=outcome, actor=self._actor))
+            return False
         if result.kind is ResultKind.CANCELLED and stopping:
             self._record(machine.mark_stopped(actor=self._actor, reason=self._stop_reason))
             return False

@@ -42,6 +42,7 @@ from chongming_core import (
     get_task_spec,
     validate_tags,
 )
+from chongming_core._json import portable_json
 from chongming_runtime._attempt import Attempt
 from chongming_runtime._context import LOG_LINES_KEPT, RuntimeContext
 from chongming_runtime._control import AttemptControl
@@ -88,7 +89,8 @@ class TaskRun(Supervision):
     (R12). A `Controller` may hand in a pre-created `machine` (or a `snapshot` plus
     its `transitions`), an `actor`, `listeners`, and an `admission` callback that
     gates every attempt: it is called when the run is ready to start one, and the
-    controller then calls `dispatch()`.
+    controller then calls `dispatch()`; and its store's `stored_outcome`, which turns a
+    returned value into the outcome every reader of that store gets (D68).
 
     Args:
         fn: the body; called as ``fn(ctx, *args, **kwargs)``.
@@ -99,6 +101,9 @@ class TaskRun(Supervision):
         clock: the clock for every deadline (`FakeClock` in tests).
         artifact_dir: root of the per-attempt folders ``<root>/<task_id>/attempt-<n>``.
         upstream: return values of upstream nodes (pipelines), read by ``ctx.input()``.
+        stored_outcome: how the store will keep a returned value: the value every reader
+            gets back, or ValueError saying why it cannot (a store's
+            `TaskStore.stored_outcome`; by default the rules every store shares).
     """
 
     __slots__ = (
@@ -126,6 +131,7 @@ class TaskRun(Supervision):
         "_pause_window",
         "_policy",
         "_settled",
+        "_stored_outcome",
         "_task_id",
         "_timeout",
         "_upstream",
@@ -161,6 +167,7 @@ class TaskRun(Supervision):
         transitions: Iterable[Transition] = (),
         listeners: Iterable[RunListener] = (),
         admission: Callable[[TaskRun], None] | None = None,
+        stored_outcome: Callable[[Any], Any] | None = None,
     ) -> None:
         if not callable(fn):
             raise ConfigurationError(f"TaskRun needs a callable task body, got {fn!r}")
@@ -202,6 +209,7 @@ class TaskRun(Supervision):
         )
         self._artifact_root = None if artifact_dir is None else Path(artifact_dir)
         self._upstream: Mapping[str, Any] | None = dict(upstream) if upstream else None
+        self._stored_outcome = stored_outcome if stored_outcome is not None else portable_json
         self._actor = actor or "system"
 
         if machine is None and snapshot is not None:

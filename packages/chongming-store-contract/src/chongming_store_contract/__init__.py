@@ -34,6 +34,9 @@ from chongming_store_contract._fidelity import SQL_TEXTS as SQL_TEXTS
 from chongming_store_contract._fidelity import UNICODE_TEXTS as UNICODE_TEXTS
 from chongming_store_contract._fidelity import expect_same_snapshot as expect_same_snapshot
 from chongming_store_contract._fidelity import rich_snapshot as rich_snapshot
+from chongming_store_contract._values import hostile_outcomes as hostile_outcomes
+from chongming_store_contract._values import hostile_progress as hostile_progress
+from chongming_store_contract._values import renamed_outcomes as renamed_outcomes
 
 __version__ = "0.1.0"
 
@@ -51,9 +54,12 @@ __all__ = [
     "expect",
     "expect_equal",
     "expect_same_snapshot",
+    "hostile_outcomes",
+    "hostile_progress",
     "next_version",
     "present",
     "raises",
+    "renamed_outcomes",
     "rich_snapshot",
     "run_concurrently",
 ]

@@ -8,9 +8,9 @@ was found.
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
-__all__ = ["expect", "expect_equal", "present", "raises", "short_repr"]
+__all__ = ["expect", "expect_equal", "present", "raises", "same_json", "short_repr"]
 
 _E = TypeVar("_E", bound=BaseException)
 _V = TypeVar("_V")
@@ -23,6 +23,22 @@ def short_repr(value: object) -> str:
     if len(text) <= _MAX_REPR:
         return text
     return f"{text[: _MAX_REPR // 2]}...<{len(text) - _MAX_REPR} chars>...{text[-_MAX_REPR // 2 :]}"
+
+
+def same_json(found: Any, expected: Any) -> bool:
+    """Equal values of equal JSON types all the way down (True is not 1, 1.0 is not 1, a
+    tuple is not a list, every key a str)."""
+    if type(found) is not type(expected):
+        return False
+    if isinstance(expected, dict):
+        return found.keys() == expected.keys() and all(
+            type(k) is str and same_json(found[k], expected[k]) for k in expected
+        )
+    if isinstance(expected, list):
+        return len(found) == len(expected) and all(
+            same_json(f, e) for f, e in zip(found, expected, strict=True)
+        )
+    return bool(found == expected)
 
 
 def expect(condition: object, message: str) -> None:

@@ -14,6 +14,7 @@ from chongming_store_contract._housekeeping import HousekeepingContract
 from chongming_store_contract._queries import QueriesContract
 from chongming_store_contract._side_path import SidePathContract
 from chongming_store_contract._snapshots import SnapshotsContract
+from chongming_store_contract._values import ValuesContract
 
 __all__ = ["StoreContract", "check_contract_complete"]
 
@@ -26,6 +27,7 @@ class StoreContract(
     CommandsContract,
     HousekeepingContract,
     FidelityContract,
+    ValuesContract,
     ConcurrencyContract,
 ):
     """The contract suite. Subclass it once per backend; pytest collects the subclass.

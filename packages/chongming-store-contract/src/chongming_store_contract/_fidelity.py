@@ -21,7 +21,13 @@ from chongming_core import (
 )
 from chongming_store_contract._base import ContractBase
 from chongming_store_contract._builders import BASE_TIME, build_command, next_version
-from chongming_store_contract._checks import expect, expect_equal, present, short_repr
+from chongming_store_contract._checks import (
+    expect,
+    expect_equal,
+    present,
+    same_json,
+    short_repr,
+)
 
 __all__ = [
     "SQL_TEXTS",
@@ -58,21 +64,6 @@ _WEST = timezone(timedelta(hours=-5, minutes=-30))
 _FAR = timezone(timedelta(hours=14))
 
 
-def _same_json(found: Any, expected: Any) -> bool:
-    """Equal values of equal JSON types (True is not 1, 1.0 is not 1)."""
-    if type(found) is not type(expected):
-        return False
-    if isinstance(expected, dict):
-        return found.keys() == expected.keys() and all(
-            _same_json(found[k], expected[k]) for k in expected
-        )
-    if isinstance(expected, list):
-        return len(found) == len(expected) and all(
-            _same_json(f, e) for f, e in zip(found, expected, strict=True)
-        )
-    return bool(found == expected)
-
-
 def expect_same_snapshot(found: TaskSnapshot | None, expected: TaskSnapshot, what: str) -> None:
     """Compare field by field, so a failure names the field (and the failure's traceback)."""
     found = present(found, f"{what}: task {expected.task_id!r}")
@@ -91,7 +82,7 @@ def expect_same_snapshot(found: TaskSnapshot | None, expected: TaskSnapshot, wha
         f"{what}: attempts[*].failure.traceback",
     )
     expect(
-        _same_json(found.outcome, expected.outcome),
+        same_json(found.outcome, expected.outcome),
         f"{what}: outcome types differ: expected {short_repr(expected.outcome)}, "
         f"found {short_repr(found.outcome)}",
     )

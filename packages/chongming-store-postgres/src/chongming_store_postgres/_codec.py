@@ -2,13 +2,15 @@
 
 PostgreSQL cannot store the NUL character (U+0000) in ``text`` nor inside a
 ``jsonb`` string, and JSON cannot carry NaN or infinities. Both are refused here
-with a `StoreError` that names the task and the field, before a statement is sent.
+with a `StoreError` that names the task and the field, before a statement is sent;
+so is an outcome or a progress that not every store could keep (``chongming_core._json``)
+or an outcome too large for one PostgreSQL value.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -22,12 +24,14 @@ from chongming_core import (
     TaskStatus,
     Transition,
 )
+from chongming_core._json import progress_problem
 
 __all__ = [
     "TASK_COLUMNS",
     "command_from_row",
     "command_params",
     "dumps",
+    "outcome_size_problem",
     "snapshot_from_row",
     "snapshot_params",
     "touch_arrays",
@@ -70,6 +74,10 @@ TASK_COLUMNS: tuple[str, ...] = (
 )
 
 _NUL = "\x00"
+
+#: The most bytes of JSON an outcome may have: PostgreSQL keeps at most 1 GiB in one value
+#: and accepts at most that in one message, which carries the rest of the row as well.
+OUTCOME_LIMIT = (1 << 30) - (1 << 20)
 
 
 def nul_error(what: str, *, task_id: str | None = None) -> StoreError:
@@ -128,6 +136,34 @@ def dumps(
     return text
 
 
+def outcome_size_problem(text: str) -> str | None:
+    """Why the JSON `text` of an outcome is too large for PostgreSQL, or None."""
+    if len(text) * 4 <= OUTCOME_LIMIT:  # UTF-8 takes at most 4 bytes a character
+        return None
+    size = len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
+    if size <= OUTCOME_LIMIT:
+        return None
+    return (
+        f"the result is {size:,} bytes of JSON, more than the {OUTCOME_LIMIT:,} bytes "
+        "PostgreSQL keeps in one value; return a pointer to the data instead (a file path, "
+        "an object key)"
+    )
+
+
+def _outcome_json(value: Any, task_id: str, stored_outcome: Callable[[Any], object]) -> str | None:
+    """The ``outcome`` column: refused as the store's `stored_outcome` refuses it."""
+    if value is None:
+        return None
+    what = f"task {task_id!r} outcome"
+    try:
+        stored_outcome(value)
+    except ValueError as exc:
+        raise StoreError(f"{what} cannot be stored as JSON: {exc}", task_id=task_id) from (
+            exc.__cause__ or exc
+        )
+    return dumps(value, what, task_id=task_id, allow_nul=True)
+
+
 def _time(value: datetime | None, what: str, *, task_id: str | None) -> datetime | None:
     if value is not None and value.tzinfo is None:
         raise StoreError(
@@ -142,8 +178,9 @@ def _fold(value: str | None) -> str:
     return "" if value is None else value.casefold()
 
 
-def snapshot_params(s: TaskSnapshot) -> dict[str, Any]:
-    """The named parameters of an insert or update of `s` (checked for NUL and JSON)."""
+def snapshot_params(s: TaskSnapshot, stored_outcome: Callable[[Any], object]) -> dict[str, Any]:
+    """The named parameters of an insert or update of `s` (checked for NUL and JSON; the
+    outcome with the store's `stored_outcome`)."""
     tid = s.task_id
     what = f"task {tid!r}"
     check_text(tid, "task id", task_id=tid)
@@ -185,7 +222,7 @@ def snapshot_params(s: TaskSnapshot) -> dict[str, Any]:
         "failure": dumps(
             None if s.failure is None else s.failure.to_dict(), f"{what} failure", task_id=tid
         ),
-        "outcome": dumps(s.outcome, f"{what} outcome", task_id=tid, allow_nul=True),
+        "outcome": _outcome_json(s.outcome, tid, stored_outcome),
         "lease_owner": s.lease_owner,
         "executor": s.executor,
         "pid": s.pid,
@@ -203,6 +240,9 @@ def progress_json(progress: Progress | None, task_id: str) -> str | None:
     """The ``progress`` column value of a task."""
     if progress is None:
         return None
+    problem = progress_problem(progress)
+    if problem is not None:
+        raise StoreError(f"cannot store task {task_id!r}: {problem}", task_id=task_id)
     what = f"task {task_id!r} progress"
     return dumps(progress.to_dict(), what, task_id=task_id, allow_nul=True)
 

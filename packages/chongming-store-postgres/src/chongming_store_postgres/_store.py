@@ -65,6 +65,8 @@ from chongming_store_postgres._codec import (
     check_text,
     command_from_row,
     command_params,
+    dumps,
+    outcome_size_problem,
     snapshot_from_row,
     touch_arrays,
     transition_arrays,
@@ -253,10 +255,23 @@ class PostgresTaskStore(TaskStore):
                 f"{self._errors.store} is closed; create a new PostgresTaskStore to keep working"
             )
 
+    # ------------------------------------------------------------------ values
+    def stored_outcome(self, value: Any) -> Any:
+        """See `TaskStore.stored_outcome`. PostgreSQL also keeps at most 1 GiB in one value
+        (and in one message, with the rest of the row): `OUTCOME_LIMIT` bytes of JSON."""
+        kept = super().stored_outcome(value)
+        if isinstance(value, str | dict | list | tuple):
+            text = dumps(value, "the result", allow_nul=True)
+            problem = None if text is None else outcome_size_problem(text)
+            if problem is not None:
+                raise ValueError(problem)
+        return kept
+
     # ------------------------------------------------------------------ snapshots
     def _write(self, writes: Sequence[SnapshotWrite], action: str) -> list[ConcurrencyConflict]:
         self._check_open()
-        prepared = W.prepare(writes, self._q)  # refuses bad values before anything is sent
+        # refuses bad values before anything is sent
+        prepared = W.prepare(writes, self._q, self.stored_outcome)
         if not prepared:
             return []
 

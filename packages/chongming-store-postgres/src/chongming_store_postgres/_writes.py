@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -26,6 +26,7 @@ from chongming_core import (
     SnapshotWrite,
     Transition,
 )
+from chongming_core._json import portable_json
 from chongming_core._store import write_jsonl
 from chongming_store_postgres._codec import (
     snapshot_from_row,
@@ -57,11 +58,16 @@ PRUNE_BATCH_TASKS = 1000
 _FETCH_SLICE = 10_000
 
 
-def prepare(writes: Sequence[SnapshotWrite], q: Statements) -> list[Prepared]:
-    """The statement of each write; checks every value first (NUL bytes, JSON, times)."""
+def prepare(
+    writes: Sequence[SnapshotWrite],
+    q: Statements,
+    stored_outcome: Callable[[Any], object] = portable_json,
+) -> list[Prepared]:
+    """The statement of each write; checks every value first (NUL bytes, JSON, times, and
+    the outcome with the store's own `stored_outcome`; by default the shared rules)."""
     prepared: list[Prepared] = []
     for write in writes:
-        params = snapshot_params(write.snapshot)
+        params = snapshot_params(write.snapshot, stored_outcome)
         params.update(transition_arrays(write.transitions))
         if write.expect_version is None:
             prepared.append((q.create_task, params))

@@ -16,7 +16,7 @@ snapshot is a JSON document (`TaskSnapshot.to_dict`). The side-path fields
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -28,6 +28,7 @@ from chongming_core import (
     TaskSnapshot,
     Transition,
 )
+from chongming_core._json import progress_problem
 from chongming_core._records import parse_time
 from chongming_store_sqlite._search import search_key
 
@@ -42,6 +43,7 @@ __all__ = [
     "encode_snapshot",
     "iso",
     "micros",
+    "outcome_problem",
     "snapshot_from_row",
     "transition_from_row",
     "transition_rows",
@@ -86,8 +88,29 @@ def _optional_micros(value: datetime | None, what: str) -> int | None:
 
 # ensure_ascii (the default) escapes NUL, control characters and lone surrogates, so
 # a document is plain ASCII text that SQLite stores and returns verbatim. One encoder
-# for every call: json.dumps() with options builds a new encoder each time.
-dumps = json.JSONEncoder(separators=(",", ":")).encode
+# for every call: json.dumps() with options builds a new encoder each time. NaN and the
+# infinities are refused: no other store keeps them, and they are not JSON.
+dumps = json.JSONEncoder(separators=(",", ":"), allow_nan=False).encode
+
+#: Bytes of a task's row left for everything but its outcome (description, failure,
+#: attempts...): the outcome may use the rest of SQLite's length limit.
+ROW_ROOM = 1 << 20
+
+
+def outcome_problem(value: object, max_length: int) -> str | None:
+    """Why a row could not hold the outcome `value` (a value every store can keep) under
+    SQLite's length limit `max_length` (``SQLITE_LIMIT_LENGTH``), or None."""
+    if not isinstance(value, str | dict | list | tuple):
+        return None  # a number, a bool: a few bytes
+    size = len(dumps(value))  # ASCII: characters are bytes
+    room = max(max_length - ROW_ROOM, 0)
+    if size <= room:
+        return None
+    return (
+        f"the result is {size:,} bytes of JSON, more than the {room:,} bytes this SQLite "
+        "store keeps for an outcome (SQLITE_LIMIT_LENGTH); return a pointer to the data "
+        "instead (a file path, an object key)"
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,9 +142,14 @@ def encode_snapshot(
     snapshot: TaskSnapshot,
     expect_version: int | None,
     transitions: Sequence[Transition],
+    stored_outcome: Callable[[object], object],
 ) -> EncodedWrite:
-    """Serialise one create or save; raises `StoreError` when a value cannot be stored."""
+    """Serialise one create or save; raises `StoreError` when a value cannot be stored.
+
+    `stored_outcome` is the store's `TaskStore.stored_outcome`: an outcome it refuses is
+    refused here, so a write never accepts what the runtime's check would not."""
     task_id = snapshot.task_id
+    _check_values(snapshot, stored_outcome)
     try:
         document = snapshot.to_dict()  # formats (and checks) every time once
         progress = document.pop("progress")
@@ -164,6 +192,22 @@ def encode_snapshot(
         values=values,
         transitions=rows,
     )
+
+
+def _check_values(snapshot: TaskSnapshot, stored_outcome: Callable[[object], object]) -> None:
+    """Refuse an outcome or progress that not every store could keep (a NaN, an int too
+    long to read back, a dict key that is not a string...), as the other stores do."""
+    problem = None if snapshot.progress is None else progress_problem(snapshot.progress)
+    cause: BaseException | None = None
+    if problem is None and snapshot.outcome is not None:
+        try:
+            stored_outcome(snapshot.outcome)
+        except ValueError as exc:
+            problem, cause = str(exc), exc.__cause__ or exc
+    if problem is not None:
+        raise StoreError(
+            f"cannot store task {snapshot.task_id!r}: {problem}", task_id=snapshot.task_id
+        ) from cause
 
 
 def snapshot_from_row(row: Sequence[Any]) -> TaskSnapshot:

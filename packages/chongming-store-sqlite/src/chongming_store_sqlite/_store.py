@@ -35,6 +35,7 @@ from chongming_store_sqlite._codec import (
     encode_snapshot,
     iso,
     micros,
+    outcome_problem,
     snapshot_from_row,
     transition_from_row,
     transition_rows,
@@ -145,6 +146,8 @@ class SqliteTaskStore(TaskStore):
                     exc, where=self._where, action="opening", busy_timeout=self._busy_timeout
                 ) from exc
             raise
+        # what one value in a row may hold, as the connections were opened with
+        self._max_length = first.getlimit(sqlite3.SQLITE_LIMIT_LENGTH)
         self._pool = ConnectionPool(
             self._open_connection,
             max_size=1 if self._memory else _MAX_CONNECTIONS,
@@ -168,6 +171,17 @@ class SqliteTaskStore(TaskStore):
     def busy_timeout(self) -> float:
         """Seconds a write waits for another connection's lock."""
         return self._busy_timeout
+
+    # ------------------------------------------------------------------ values
+    def stored_outcome(self, value: Any) -> Any:
+        """See `TaskStore.stored_outcome`. A task's row also holds at most SQLite's length
+        limit (``SQLITE_LIMIT_LENGTH``, 1,000,000,000 bytes unless SQLite was built with
+        another): an outcome may use all of it but `ROW_ROOM`."""
+        kept = super().stored_outcome(value)
+        problem = outcome_problem(value, self._max_length)
+        if problem is not None:
+            raise ValueError(problem)
+        return kept
 
     # ------------------------------------------------------------------ connections
     def _open_connection(self) -> sqlite3.Connection:
@@ -250,7 +264,7 @@ class SqliteTaskStore(TaskStore):
     # ------------------------------------------------------------------ snapshots
     def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
         """See `TaskStore.create`."""
-        item = encode_snapshot(snapshot, None, transitions)
+        item = encode_snapshot(snapshot, None, transitions, self.stored_outcome)
         with self._writing(f"creating task {snapshot.task_id!r}") as conn:
             conflicts = apply_writes(conn, [item])
         if conflicts:
@@ -264,7 +278,7 @@ class SqliteTaskStore(TaskStore):
         transitions: Sequence[Transition] = (),
     ) -> None:
         """See `TaskStore.save`."""
-        item = encode_snapshot(snapshot, expect_version, transitions)
+        item = encode_snapshot(snapshot, expect_version, transitions, self.stored_outcome)
         with self._writing(f"saving task {snapshot.task_id!r}") as conn:
             conflicts = apply_writes(conn, [item])
         if conflicts:
@@ -272,7 +286,10 @@ class SqliteTaskStore(TaskStore):
 
     def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
         """See `TaskStore.save_many`: every item in one transaction (a group commit)."""
-        items = [encode_snapshot(w.snapshot, w.expect_version, w.transitions) for w in writes]
+        items = [
+            encode_snapshot(w.snapshot, w.expect_version, w.transitions, self.stored_outcome)
+            for w in writes
+        ]
         if not items:
             self._check_open()
             return []

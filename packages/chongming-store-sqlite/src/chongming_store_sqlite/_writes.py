@@ -14,7 +14,8 @@ import sqlite3
 from collections.abc import Sequence
 from typing import Any
 
-from chongming_core import ConcurrencyConflict, ConfigurationError, Progress
+from chongming_core import ConcurrencyConflict, ConfigurationError, Progress, StoreError
+from chongming_core._json import progress_problem
 from chongming_store_sqlite import _schema as sql
 from chongming_store_sqlite._codec import EncodedWrite, dumps, iso, micros
 from chongming_store_sqlite._query import chunks, placeholders
@@ -100,6 +101,9 @@ def touch_row(task_id: str, fields: dict[str, Any]) -> tuple[object, ...]:
     until = fields.get("lease_until")
     if progress is not None and not isinstance(progress, Progress):
         raise ConfigurationError(f"progress must be a Progress or None, got {progress!r}")
+    problem = None if progress is None else progress_problem(progress)
+    if problem is not None:
+        raise StoreError(f"cannot store task {task_id!r}: {problem}", task_id=task_id)
     return (
         "progress" in fields,
         None if progress is None else dumps(progress.to_dict()),
