@@ -292,7 +292,11 @@ def cmd_dashboard(args: argparse.Namespace, node: NodeOptions, console: Console)
             'missing); install one that has: pip install -U "chongming-task[tui]"'
         )
     with open_controller(node) as controller:
-        result = run_dashboard(controller=controller, store_label=node.location.label)
+        result = run_dashboard(
+            controller=controller,
+            store_label=node.location.label,
+            reconcile_command=suggest(node, "reconcile"),
+        )
     return result if isinstance(result, int) and not isinstance(result, bool) else EXIT_OK
 
 

@@ -79,7 +79,7 @@ class ReconcileScreen(Screen[None]):
         )
         title.append(
             f"{len(report.lost)} would be marked lost, {len(report.adoptable)} adoptable; "
-            "nothing was changed (run `chongming-task reconcile` to apply)",
+            f"nothing was changed (to apply: {self.dashboard.reconcile_command})",
         )
         self.query_one("#reconcile-title", Static).update(title)
         self.query_one("#lost-title", Static).update(
