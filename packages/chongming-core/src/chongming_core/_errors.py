@@ -160,7 +160,19 @@ class ConcurrencyConflict(TaskError):
 
 
 class StoreError(TaskError):
-    """The persistence layer failed; the message says which store and what to do."""
+    """The persistence layer failed; the message says which store and what to do.
+
+    Attributes:
+        locked: True when the call gave up waiting for a lock that another connection
+            or process held (SQLite's busy timeout, PostgreSQL's ``lock_timeout``):
+            nothing was written, and the same call can succeed once the lock is
+            released. A caller retrying writes need not try them one by one: every
+            one of them would wait for the same lock.
+    """
+
+    def __init__(self, message: str, *, task_id: str | None = None, locked: bool = False) -> None:
+        super().__init__(message, task_id=task_id)
+        self.locked = locked
 
 
 class ConfigurationError(TaskError):

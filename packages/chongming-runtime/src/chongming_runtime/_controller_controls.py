@@ -13,6 +13,7 @@ from chongming_core import (
     StateMachine,
     TaskStatus,
 )
+from chongming_runtime._background import carry_on
 from chongming_runtime._commands import NOT_HELD, new_command
 from chongming_runtime._controller_base import ControllerBase
 from chongming_runtime._orphans import settle_orphaned
@@ -230,10 +231,18 @@ class ControllerControls(ControllerBase):
             done = run.resume(actor=who)
         else:
             threading.Thread(
-                target=run.pause, kwargs={"actor": who}, name="chongming-pause", daemon=True
+                target=self._pause_for_command, args=(run, who), name="chongming-pause", daemon=True
             ).start()
             return "applied: pause requested"
         return "applied" if done else f"ignored: task is {run.status.value}"
+
+    def _pause_for_command(self, run: TaskRun, who: str) -> None:
+        """A command's pause, on a thread of its own (it waits for the checkpoint): what it
+        raises is logged and listed in `persist_failures`, not left to a traceback (D65)."""
+        try:
+            run.pause(actor=who)
+        except BaseException as exc:
+            carry_on(f"the pause of task {run.task_id!r}", exc, _log, self._writer.note)
 
 
 def still_unfinished(runs: list[TaskRun], timeout: float | None, then: str) -> str:
