@@ -90,7 +90,7 @@ def test_a_row_nobody_can_read_is_rejected_and_the_stop_after_it_is_applied(
     _until(lambda: store.get("job-1") is not None, "the task to reach the store")
     clock = FakeClock()
     forged = new_command(task_id="job-1", action="stop", issued_by="mallory", clock=clock)
-    store.submit_command(dataclasses.replace(forged, **{column: value}))
+    store.submit_command(dataclasses.replace(forged, **{column: value}))  # type: ignore[arg-type]
     _until(lambda: _failures(worker, "command row"), "the unreadable row to be met")
     assert worker._poller.running  # the channel outlived the row
 
@@ -100,12 +100,15 @@ def test_a_row_nobody_can_read_is_rejected_and_the_stop_after_it_is_applied(
     stopping = next(t for t in run.transitions if t.to_status is S.STOPPING)
     assert stopping.reason == "after the bad row"
     (row,) = [c for c in store.commands() if c.issued_by == "mallory"]
-    assert row.problem is not None and said in row.problem
+    assert row.problem is not None
+    assert said in row.problem
     assert row.is_complete
-    assert row.result is not None and row.result.startswith("rejected: ")
+    assert row.result is not None
+    assert row.result.startswith("rejected: ")
     assert said in row.result
     (entry,) = _failures(worker, "command row")
-    assert said in entry and "completed as rejected" in entry
+    assert said in entry
+    assert "completed as rejected" in entry
     # nothing of the row was acted on: one stop, the console's
     assert [t.actor for t in run.transitions if t.to_status is S.STOPPING] == ["console (command)"]
 
@@ -208,7 +211,8 @@ def test_no_exception_of_a_tick_ends_the_touch_timer(
     _until(raised.is_set, "the failing tick")
     _until(lambda: run.status is S.RUNNING, "the task to run")
     first = store.get("job-1")
-    assert first is not None and first.lease_until is not None
+    assert first is not None
+    assert first.lease_until is not None
     _until(
         lambda: store.get("job-1").lease_until > first.lease_until,  # type: ignore[union-attr,operator]
         "a lease renewal after the failing tick",
@@ -281,7 +285,8 @@ def test_a_report_of_a_child_that_cannot_be_relayed_is_skipped_not_fatal(
     assert relayed is None  # the supervising thread reads the next report
     assert "relaying a 'progress' report of task 'p-1'" in caplog.text
     result = process_executor._relay_one(attempt, ("returned", 5), None)  # type: ignore[arg-type]
-    assert result is not None and result.value == 5
+    assert result is not None
+    assert result.value == 5
 
 
 def test_a_failed_send_does_not_end_the_heartbeat_forwarder() -> None:

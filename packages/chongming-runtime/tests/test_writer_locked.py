@@ -101,7 +101,9 @@ def test_a_locked_store_is_tried_once_per_flush_not_write_by_write() -> None:
     store.release()
     assert writer.flush() is True
     assert {s.task_id for s in store.query()} == {f"t{i}" for i in range(5)}
-    assert store.get("t0") is not None and store.get("t0").pid == 42  # type: ignore[union-attr]
+    stored = store.get("t0")
+    assert stored is not None
+    assert stored.pid == 42  # the touch kept for the lock went in after it
     writer.close()
 
 
@@ -129,7 +131,8 @@ def test_a_durable_write_recorded_while_a_flush_waits_for_the_lock_waits_for_it_
     assert told.wait(WAIT)
     blocking.join(WAIT)
     flusher.join(WAIT)
-    assert not blocking.is_alive() and not flusher.is_alive()
+    assert not blocking.is_alive()
+    assert not flusher.is_alive()
     # each was told, or returned, when the flush under way gave up on the lock: an attempt
     # of its own would have waited a whole lock timeout more for the same lock
     assert waits_when_told == [1]
@@ -181,7 +184,9 @@ def test_no_exception_the_store_raises_ends_the_writers_thread() -> None:
     assert told.wait(WAIT)
     _until(lambda: store.get("first") is not None, "the first write")
     assert store.get("last") is not None
-    assert writer._thread is not None and writer._thread.is_alive()
+    assert writer._thread is not None
+    assert writer._thread.is_alive()
     entries = [f for f in writer.failures if f.operation == "the store writer"]
-    assert entries and entries[0].error == "SystemExit: a store's bug"
+    assert entries
+    assert entries[0].error == "SystemExit: a store's bug"
     writer.close()

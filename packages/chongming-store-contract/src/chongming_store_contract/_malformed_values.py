@@ -42,4 +42,4 @@ def malformed_command(command: Command, column: str, bad: Malformed) -> Command 
         value = "seven" if column == "bucket" else 7
     else:
         return None
-    return dataclasses.replace(command, **{column: value})
+    return dataclasses.replace(command, **{column: value})  # type: ignore[arg-type]
