@@ -136,6 +136,7 @@ def test_a_stop_after_an_infinite_issued_at_stops_the_task_on_postgres(
                 assert runner.poll() is None, runner.communicate()
                 assert time.monotonic() < deadline, f"pg-spin never ran; last seen {snap}"
                 time.sleep(0.02)
+            assert isinstance(store, PostgresTaskStore)
             table = sql.Identifier(store.schema, "commands")
         with psycopg.connect(pg_url, autocommit=True) as conn:
             for index, moment in enumerate(("infinity", "-infinity", "12000-01-01")):
@@ -167,8 +168,8 @@ def test_a_stop_after_an_infinite_issued_at_stops_the_task_on_postgres(
         rows = conn.execute(
             sql.SQL("SELECT command_id, result FROM {} ORDER BY seq").format(table)
         ).fetchall()
-    results = dict(rows)
+    results: dict[str, str | None] = dict(rows)
     for index in range(3):
-        assert results[f"bad-{index}"].startswith(
+        assert (results[f"bad-{index}"] or "").startswith(
             "rejected: the command row cannot be read: issued_at is a time that cannot be decoded"
         ), results

@@ -93,7 +93,8 @@ class LockHolder:
         assert self._process.stdout.readline().strip() == "locked"
 
     def release(self) -> None:
-        assert self._process.stdin is not None and self._process.stdout is not None
+        assert self._process.stdin is not None
+        assert self._process.stdout is not None
         self._process.stdin.write("\n")
         self._process.stdin.flush()
         assert self._process.stdout.readline().strip() == "released"

@@ -26,6 +26,8 @@ from chongming_core import (
 )
 from chongming_runtime._commands import CommandPoller, new_command
 from chongming_runtime._controller import Controller
+from chongming_runtime._pipeline import Pipeline
+from chongming_runtime._pipeline_run import PipelineCoordinator
 from chongming_runtime._task_run import TaskRun
 from chongming_runtime.executors import process as process_executor
 from chongming_runtime.executors._process_child import _Forwarder
@@ -266,6 +268,35 @@ def test_a_pause_command_that_raises_is_recorded_not_left_to_a_traceback(
     assert _failures(worker, "the pause of task 'job-1'") == ["RuntimeError: pause bug"]
     assert console.stop("job-1") is True  # the channel goes on
     assert run.wait(WAIT).status is S.STOPPED
+
+
+# ---------------------------------------------------------------- pipeline steps
+def test_a_pipeline_step_that_fails_is_listed_for_the_operator(
+    controllers: Callable[..., Controller], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a node whose release failed stays blocked: that was only in the log
+    controller = controllers(store=InMemoryTaskStore(), owner="worker")
+    controller.register("first", lambda ctx: 1)
+    controller.register("then", lambda ctx: 2)
+
+    original = PipelineCoordinator._release
+
+    def _release(self: PipelineCoordinator, prun: Any, node_id: str) -> None:
+        if node_id == "then":
+            raise RuntimeError(f"cannot release {node_id}")
+        original(self, prun, node_id)
+
+    monkeypatch.setattr(PipelineCoordinator, "_release", _release)
+    pipeline = Pipeline("p")
+    first = pipeline.node("first", node_id="first")
+    pipeline.node("then", node_id="then", depends_on=[first])
+    prun = controller.submit_pipeline(pipeline)
+    _until(lambda: _failures(controller, "pipeline step _release('then')"), "the failed step")
+    assert _failures(controller, "pipeline step _release('then')") == [
+        "RuntimeError: cannot release then"
+    ]
+    controller.stop(prun.task_ids["then"])
+    assert prun.wait(WAIT).nodes["then"].status is S.STOPPED
 
 
 # ---------------------------------------------------------------- the process executor
