@@ -490,7 +490,7 @@ class PipelineCoordinator:
 
     def _guarded(self, action: Callable[..., object], *args: Any) -> None:
         """One node's cancel, skip or release failing must not keep the others from theirs;
-        what failed is logged and listed in `persist_failures` (D65): a node whose release
+        what failed is logged and listed in `persist_failures` (D67): a node whose release
         failed stays blocked, and the operator must be able to see why."""
         try:
             action(*args)
