@@ -128,8 +128,7 @@ class ErrorContext:
                 f"{prefix}: a row it needs stayed locked by another session for longer than "
                 f"lock_timeout ({detail}); nothing was written, call again. If it keeps "
                 "happening, find the session holding the lock (pg_stat_activity, pg_locks) or "
-                "raise lock_timeout in the DSN: options=-c%20lock_timeout%3D30000",
-                locked=True,
+                "raise lock_timeout in the DSN: options=-c%20lock_timeout%3D30000"
             )
         if isinstance(exc, pg_errors.QueryCanceled):
             return StoreError(
