@@ -433,17 +433,19 @@ def lose_statement_answer(monkeypatch: pytest.MonkeyPatch) -> list[bytes]:
     """The next run of a statement put in the returned list commits (autocommit) and then
     loses its connection before the caller reads the answer."""
     armed: list[bytes] = []
-    original = psycopg.Connection.execute
+    original = psycopg.Cursor.execute
 
+    # on the cursor: `Connection.execute` runs through it, and command rows are read on a
+    # cursor of their own (`command_cursor`)
     def flaky(self: Any, query: Any, params: Any = None, **kwargs: Any) -> Any:
         cursor = original(self, query, params, **kwargs)
         if query in armed:
             armed.remove(query)
-            self.close()
+            self.connection.close()
             raise psycopg.OperationalError("server closed the connection unexpectedly")
         return cursor
 
-    monkeypatch.setattr(psycopg.Connection, "execute", flaky)
+    monkeypatch.setattr(psycopg.Cursor, "execute", flaky)
     return armed
 
 
