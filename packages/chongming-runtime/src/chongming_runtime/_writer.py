@@ -32,6 +32,9 @@ kept in `failures` (the latest 20), and the next successful flush brings the
 store up to the current truth. A version conflict means another process wrote
 the task (for example `reconcile()` marked it lost): the store's version wins
 and the conflict is recorded — the writer never overwrites someone else's truth.
+A store whose write lock another process holds (`StoreError.locked`) is tried once
+per flush, never write by write, and a write whose caller waits is answered by the
+flush that found the lock held: each attempt waits a whole lock timeout (D66).
 """
 
 from __future__ import annotations
@@ -242,7 +245,9 @@ class StoreWriter:
         """Queue a new snapshot (and the transitions that led to it) for writing.
 
         With ``durable=True`` this returns only after a flush that included it was
-        attempted (successfully, unless the store is failing — see `failures`). With
+        attempted (successfully, unless the store is failing — see `failures`), or
+        after the flush under way found the store locked by another connection or
+        process: a flush of its own would wait as long for the same lock (D66). With
         `on_durable`, it returns at once and `on_durable` is called after such a flush
         (by the writer's thread, or by this one before returning for a store written in
         memory). Never waits for a lock, except a durable flush.
