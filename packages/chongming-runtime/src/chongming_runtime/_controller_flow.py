@@ -265,5 +265,9 @@ class ControllerFlow(ControllerBase):
 
     @property
     def persist_failures(self) -> list[PersistFailure]:
-        """The latest store failures (at most 20). Tasks are unaffected; the store catches up."""
+        """The latest store failures (at most 20). Tasks are unaffected; the store catches up.
+
+        Besides failed writes: a failed command poll, a command row that could not be read,
+        whatever a round of a background thread raised, a pipeline step that failed (D67).
+        """
         return self._writer.failures
