@@ -120,6 +120,26 @@ class _CreateOverwrites(InMemoryTaskStore):
             super().create(snapshot, transitions)
 
 
+class _HidesUnreadableRows(InMemoryTaskStore):
+    """Leases a row it cannot read but never hands it out: nobody ever settles it."""
+
+    def claim_commands(
+        self,
+        owner: str,
+        *,
+        now: datetime,
+        lease_seconds: float,
+        limit: int = 100,
+        task_ids: Collection[str] | None = None,
+        buckets: Collection[int] | None = None,
+    ) -> list[Command]:
+        claimed = super().claim_commands(
+            owner, now=now, lease_seconds=lease_seconds, limit=limit, task_ids=task_ids,
+            buckets=buckets,
+        )  # fmt: skip
+        return [c for c in claimed if c.problem is None]
+
+
 _CASES = [
     (_IgnoresVersions, "test_save_stale_version_conflicts_and_writes_nothing"),
     (_DuplicatesHistory, "test_append_is_idempotent_on_task_and_version"),
@@ -131,6 +151,7 @@ _CASES = [
     (_LosesEmptyStrings, "test_empty_strings_and_zero_values_stay_distinct_from_none"),
     (_ForgetsToClose, "test_every_call_after_close_raises_store_error"),
     (_CreateOverwrites, "test_concurrent_creates_of_one_id_have_one_winner"),
+    (_HidesUnreadableRows, "test_a_malformed_command_row_is_handed_out_with_its_problem"),
 ]
 
 

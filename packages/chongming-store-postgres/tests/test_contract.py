@@ -19,13 +19,28 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from chongming_core import TaskStore
-from chongming_store_contract import StoreContract
+from chongming_core import Command, TaskStore
+from chongming_store_contract import Malformed, StoreContract
 from chongming_store_postgres import PostgresTaskStore
+from chongming_store_postgres._codec import command_params
 
 _ENV = "CHONGMING_TEST_POSTGRES"
+_TIME_COLUMNS = {"issued_at", "lease_until", "completed_at"}
 _READY_AHEAD = 2
 _TAKE_TIMEOUT = 60.0
+
+
+def write_command_row(dsn: str, schema: str, command: Command, raw: dict[str, object]) -> None:
+    """Insert `command` into the commands table of `schema` with SQL, the columns of `raw`
+    holding their raw values instead (as another program could)."""
+    values = {**command_params(command), **raw}
+    statement = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+        sql.Identifier(schema, "commands"),
+        sql.SQL(", ").join(sql.Identifier(name) for name in values),
+        sql.SQL(", ").join(sql.Placeholder(name) for name in values),
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(statement, values)
 
 
 def drop_schema(conn: psycopg.Connection[Any], schema: str) -> None:
@@ -129,6 +144,15 @@ class TestPostgresStoreContract(StoreContract):
     def open_same_store(self, store: TaskStore) -> TaskStore:
         assert isinstance(store, PostgresTaskStore)
         return PostgresTaskStore(self._dsn, schema=store.schema, max_size=4)
+
+    def write_malformed_command(self, command: Command, column: str, bad: Malformed) -> bool:
+        """Typed columns hold only valid text and times; a ``timestamptz`` column holds
+        ``infinity``, which no `datetime` can hold."""
+        if bad is not Malformed.OUT_OF_RANGE_TIME or column not in _TIME_COLUMNS:
+            return False
+        assert isinstance(self.store, PostgresTaskStore)
+        write_command_row(self._dsn, self.store.schema, command, {column: "infinity"})
+        return True
 
     def teardown_method(self, method: object) -> None:
         try:

@@ -6,9 +6,10 @@ import os
 import shutil
 import tempfile
 
-from chongming_core import TaskStore
-from chongming_store_contract import StoreContract
+from chongming_core import Command, TaskStore
+from chongming_store_contract import Malformed, StoreContract
 from chongming_store_sqlite import SqliteTaskStore
+from chongming_store_sqlite._codec import command_row
 
 
 class TestSqliteStoreContract(StoreContract):
@@ -23,6 +24,10 @@ class TestSqliteStoreContract(StoreContract):
         assert isinstance(store, SqliteTaskStore)
         return SqliteTaskStore(store.path)
 
+    def write_malformed_command(self, command: Command, column: str, bad: Malformed) -> bool:
+        assert isinstance(self.store, SqliteTaskStore)
+        return write_malformed_row(self.store, command, column, bad)
+
     def teardown_method(self, method: object) -> None:
         try:
             super().teardown_method(method)
@@ -35,3 +40,54 @@ class TestSqliteMemoryStoreContract(StoreContract):
 
     def make_store(self) -> TaskStore:
         return SqliteTaskStore(":memory:")
+
+    def write_malformed_command(self, command: Command, column: str, bad: Malformed) -> bool:
+        assert isinstance(self.store, SqliteTaskStore)
+        return write_malformed_row(self.store, command, column, bad)
+
+
+#: Columns of the commands table that hold times, and their integer twin (if any).
+_TIME_COLUMNS = {"issued_at", "lease_until", "completed_at"}
+
+
+def write_malformed_row(
+    store: SqliteTaskStore, command: Command, column: str, bad: Malformed
+) -> bool:
+    """Insert `command` with SQL, `column` holding `bad` as SQLite keeps it (a TEXT column
+    turns a number into text, so a number is no malformed text here)."""
+    values = dict(zip(_COLUMNS, command_row(command), strict=True))
+    expression = "?"
+    if bad in (Malformed.NOT_A_TIME, Malformed.NAIVE_TIME):
+        if column not in _TIME_COLUMNS:
+            return False
+        values[column] = "next tuesday" if bad is Malformed.NOT_A_TIME else "2026-01-01T00:00:07"
+    elif bad is Malformed.BLOB:
+        values[column] = b"\x00\xffblob"
+    elif bad is Malformed.NOT_UTF8:
+        expression = "CAST(X'ff6e6f7420757466' AS TEXT)"  # bytes that are no UTF-8
+    elif bad is Malformed.WRONG_TYPE and column == "bucket":
+        values[column] = "seven"
+    else:
+        return False
+    marks = ", ".join(expression if name == column else "?" for name in values)
+    params = [value for name, value in values.items() if name != column or expression == "?"]
+    statement = f"INSERT INTO commands ({', '.join(values)}) VALUES ({marks})"
+    with store._writing("writing a malformed command row") as conn:
+        conn.execute(statement, params)
+    return True
+
+
+_COLUMNS = (
+    "command_id",
+    "task_id",
+    "action",
+    "issued_by",
+    "issued_at",
+    "reason",
+    "bucket",
+    "claimed_by",
+    "lease_until",
+    "completed_at",
+    "result",
+    "lease_until_us",
+)

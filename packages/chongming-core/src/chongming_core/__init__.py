@@ -33,6 +33,12 @@ from chongming_core._clock import (
 from chongming_core._clock import (
     TimerHandle as TimerHandle,
 )
+from chongming_core._command_row import (
+    Undecodable as Undecodable,
+)
+from chongming_core._command_row import (
+    read_command as read_command,
+)
 from chongming_core._context import Heartbeat as Heartbeat
 from chongming_core._context import TaskContext as TaskContext
 from chongming_core._errors import (
@@ -222,10 +228,12 @@ __all__ = [
     "TimerHandle",
     "TouchUpdate",
     "Transition",
+    "Undecodable",
     "buckets_for_node",
     "get_task_spec",
     "parse_bucket_spec",
     "progress_problem",
+    "read_command",
     "storable_text",
     "task",
     "validate_tags",

@@ -9,6 +9,7 @@ import threading
 from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 
+from chongming_core._command_row import checked_command
 from chongming_core._errors import ConcurrencyConflict, StoreError
 from chongming_core._json import progress_problem
 from chongming_core._records import Progress, TaskSnapshot, Transition
@@ -261,21 +262,30 @@ class InMemoryTaskStore(TaskStore):
                 if len(claimed) >= limit:
                     break
                 cmd = self._commands[command_id]
-                if cmd.is_complete:
+                if cmd.completed_at is not None:  # complete, even if it is not a time
                     continue
+                # read as stored (D64): any object may have been handed to submit_command
+                read = checked_command(cmd)
                 if (
-                    cmd.claimed_by is not None
-                    and cmd.lease_until is not None
-                    and (cmd.lease_until > now)
+                    read.claimed_by is not None
+                    and read.lease_until is not None
+                    and (read.lease_until > now)
                 ):
                     continue
-                if wanted_ids is not None and cmd.task_id not in wanted_ids:
+                if wanted_ids is not None and read.task_id not in wanted_ids:
                     continue
-                if wanted_buckets is not None and cmd.bucket not in wanted_buckets:
+                if wanted_buckets is not None and read.bucket not in wanted_buckets:
                     continue
                 leased = _replace_command(cmd, claimed_by=owner, lease_until=until)
+                read = checked_command(leased)  # the lease replaced what it held
+                if read.problem is not None and not _is_text(command_id):
+                    # nobody could name it to complete it: settled here (TaskStore docs)
+                    result = f"rejected: {read.problem}"
+                    done = {"completed_at": now, "result": result, "lease_until": None}
+                    leased = _replace_command(leased, **done)
+                    read = _replace_command(read, **done)
                 self._commands[command_id] = leased
-                claimed.append(leased)
+                claimed.append(read)
         return claimed
 
     def complete_command(self, command_id: str, *, owner: str, now: datetime, result: str) -> bool:
@@ -312,10 +322,10 @@ class InMemoryTaskStore(TaskStore):
             self._open()
             ordered = sorted(self._commands, key=self._command_order.__getitem__)
             found = [
-                self._commands[c]
+                checked_command(self._commands[c])
                 for c in ordered
                 if (task_id is None or self._commands[c].task_id == task_id)
-                and (include_complete or not self._commands[c].is_complete)
+                and (include_complete or self._commands[c].completed_at is None)
             ]
         return found if limit is None else found[:limit]
 
@@ -368,6 +378,11 @@ class InMemoryTaskStore(TaskStore):
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _is_text(value: object) -> bool:
+    """Whether `value` is a `str` (a key of `_commands` is whatever was submitted)."""
+    return isinstance(value, str)
 
 
 def _replace_command(cmd: Command, **changes: object) -> Command:

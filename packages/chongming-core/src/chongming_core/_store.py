@@ -217,20 +217,26 @@ class Command:
     """A control request for a task held by another process (a row of the command channel).
 
     `action` is kept as text: a row found in the store is data, and an unknown
-    action must be rejected by the reader, not crash it.
+    action must be rejected by the reader, not crash it. For the same reason a
+    store reads each row on its own: a row holding a value that is not what its
+    column holds (written by anyone, outside `submit_command`) comes back with
+    `problem` saying what is wrong, a bad text field holding the stored value's
+    rendering and a bad time (`issued_at` included) or bucket None (D64). Nobody
+    acts on such a command; its claimer completes it as rejected.
     """
 
     command_id: str
     task_id: str
     action: str
     issued_by: str
-    issued_at: datetime
+    issued_at: datetime | None
     reason: str | None = None
     bucket: int | None = None
     claimed_by: str | None = None
     lease_until: datetime | None = None
     completed_at: datetime | None = None
     result: str | None = None
+    problem: str | None = None
 
     @property
     def is_complete(self) -> bool:
@@ -433,6 +439,12 @@ class TaskStore(abc.ABC):
         ``now + lease_seconds``, so no two claimers hold it at once, and a claimer
         that crashed gives it up when the lease ends. `task_ids` and `buckets`
         narrow the commands considered.
+
+        Each row is read on its own (`read_command`): a row holding a value its
+        column cannot hold is leased and returned like the others, with `problem`
+        set, and never fails the claim of the rest. A row whose ``command_id``
+        itself is not text cannot be named to `complete_command`, so the claim
+        completes it at once as ``rejected: ...`` (and returns it, complete).
         """
 
     @abc.abstractmethod
@@ -458,7 +470,8 @@ class TaskStore(abc.ABC):
         include_complete: bool = True,
         limit: int | None = None,
     ) -> list[Command]:
-        """Commands (optionally of one task), oldest first, for inspection."""
+        """Commands (optionally of one task), oldest first, for inspection. A row that
+        cannot be read whole is listed with `problem` set, never raised."""
 
     # ------------------------------------------------------------------ housekeeping
     @abc.abstractmethod

@@ -11,6 +11,7 @@ from chongming_store_contract._fidelity import FidelityContract
 from chongming_store_contract._guard import contract_problems, contract_test_names
 from chongming_store_contract._history import HistoryContract
 from chongming_store_contract._housekeeping import HousekeepingContract
+from chongming_store_contract._malformed import MalformedCommandsContract
 from chongming_store_contract._queries import QueriesContract
 from chongming_store_contract._side_path import SidePathContract
 from chongming_store_contract._snapshots import SnapshotsContract
@@ -25,6 +26,7 @@ class StoreContract(
     HistoryContract,
     SidePathContract,
     CommandsContract,
+    MalformedCommandsContract,
     HousekeepingContract,
     FidelityContract,
     ValuesContract,
@@ -40,6 +42,9 @@ class StoreContract(
 
             def open_same_store(self, store: TaskStore) -> TaskStore:
                 return MyStore(...)  # a second connection on the same data
+
+            def write_malformed_command(self, command, column, bad) -> bool:
+                ...  # write the row with `column` holding `bad`, as another program could
 
     Each test gets ``self.store`` from `make_store` (fresh and empty) and the
     contract closes it afterwards. A backend that cannot pass a case yet

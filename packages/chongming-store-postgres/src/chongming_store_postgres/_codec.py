@@ -14,6 +14,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import psycopg
+from psycopg.abc import Buffer
+from psycopg.types.datetime import TimestamptzLoader
+
 from chongming_core import (
     AttemptRecord,
     Command,
@@ -23,11 +27,14 @@ from chongming_core import (
     TaskSnapshot,
     TaskStatus,
     Transition,
+    Undecodable,
+    read_command,
 )
 from chongming_core._json import progress_problem
 
 __all__ = [
     "TASK_COLUMNS",
+    "command_cursor",
     "command_from_row",
     "command_params",
     "dumps",
@@ -403,33 +410,29 @@ COMMAND_COLUMNS: tuple[str, ...] = (
 
 
 def command_from_row(row: Sequence[Any]) -> Command:
-    """The command of a row selected with `COMMAND_COLUMNS`."""
-    (
-        command_id,
-        task_id,
-        action,
-        issued_by,
-        issued_at,
-        reason,
-        bucket,
-        claimed_by,
-        lease_until,
-        completed_at,
-        result,
-    ) = row[: len(COMMAND_COLUMNS)]
-    return Command(
-        command_id=command_id,
-        task_id=task_id,
-        action=action,
-        issued_by=issued_by,
-        issued_at=issued_at,
-        reason=reason,
-        bucket=bucket,
-        claimed_by=claimed_by,
-        lease_until=lease_until,
-        completed_at=completed_at,
-        result=result,
-    )
+    """The command of a row selected with `COMMAND_COLUMNS` through `command_cursor`,
+    whatever it holds (see `read_command`)."""
+    return read_command(dict(zip(COMMAND_COLUMNS, row[: len(COMMAND_COLUMNS)], strict=True)))
+
+
+class _LenientTimestamptz(TimestamptzLoader):
+    """Loads a ``timestamptz`` no `datetime` can hold (``infinity``, a year past 9999) as
+    `Undecodable` instead of failing the whole query."""
+
+    def load(self, data: Buffer) -> datetime | Undecodable:  # type: ignore[override]
+        try:
+            return super().load(data)
+        except psycopg.DataError:
+            return Undecodable("a time", repr(bytes(data).decode("utf-8", "replace")))
+
+
+def command_cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+    """A cursor of `conn` that reads command rows one by one (D64): anyone can write a
+    time into the table that psycopg cannot load, and one such row must not fail the
+    claim, or the listing, of all the others."""
+    cursor = conn.cursor()
+    cursor.adapters.register_loader("timestamptz", _LenientTimestamptz)
+    return cursor
 
 
 def touch_arrays(merged: dict[str, dict[str, Any]]) -> dict[str, list[Any]]:

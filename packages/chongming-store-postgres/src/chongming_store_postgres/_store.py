@@ -63,6 +63,7 @@ from chongming_store_postgres import _queries as Q
 from chongming_store_postgres import _writes as W
 from chongming_store_postgres._codec import (
     check_text,
+    command_cursor,
     command_from_row,
     command_params,
     dumps,
@@ -435,10 +436,11 @@ class PostgresTaskStore(TaskStore):
 
         def body(conn: Conn, retrying: bool) -> list[Command]:
             rows: list[tuple[Any, ...]] = []
+            cursor = command_cursor(conn)  # each row read on its own (D64)
             if retrying:  # the lost attempt may have committed its leases: hand them over
-                rows = conn.execute(self._q.claimed_by_lost_attempt, params).fetchall()
+                rows = cursor.execute(self._q.claimed_by_lost_attempt, params).fetchall()
             more = {**params, "limit": params["limit"] - len(rows)}
-            rows += conn.execute(self._q.claim_commands, more).fetchall()
+            rows += cursor.execute(self._q.claim_commands, more).fetchall()
             rows.sort(key=lambda row: int(row[-1]))
             return [command_from_row(row) for row in rows]
 
@@ -486,7 +488,9 @@ class PostgresTaskStore(TaskStore):
         return self._run(f"releasing command {command_id!r}", body)
 
     def _command(self, conn: Conn, command_id: str) -> Command | None:
-        row = conn.execute(self._q.get_command, {"command_id": command_id}).fetchone()
+        row = (
+            command_cursor(conn).execute(self._q.get_command, {"command_id": command_id}).fetchone()
+        )
         return None if row is None else command_from_row(row)
 
     def commands(
@@ -507,7 +511,7 @@ class PostgresTaskStore(TaskStore):
         }
 
         def body(conn: Conn, retrying: bool) -> list[Command]:
-            rows = conn.execute(self._q.list_commands, params).fetchall()
+            rows = command_cursor(conn).execute(self._q.list_commands, params).fetchall()
             return [command_from_row(row) for row in rows]
 
         return self._run("listing commands", body)

@@ -15,8 +15,10 @@ snapshot is a JSON document (`TaskSnapshot.to_dict`). The side-path fields
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Sequence
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,9 +29,10 @@ from chongming_core import (
     StoreError,
     TaskSnapshot,
     Transition,
+    Undecodable,
+    read_command,
 )
 from chongming_core._json import progress_problem
-from chongming_core._records import parse_time
 from chongming_store_sqlite._search import search_key
 
 __all__ = [
@@ -42,6 +45,7 @@ __all__ = [
     "dumps",
     "encode_snapshot",
     "iso",
+    "lenient_text",
     "micros",
     "outcome_problem",
     "snapshot_from_row",
@@ -274,33 +278,32 @@ def command_row(command: Command) -> tuple[object, ...]:
     )
 
 
-def command_from_row(row: Sequence[Any]) -> Command:
-    """A `Command` from a row of `COMMAND_COLUMNS`."""
-    (
-        command_id,
-        task_id,
-        action,
-        issued_by,
-        issued_at,
-        reason,
-        bucket,
-        claimed_by,
-        lease_until,
-        completed_at,
-        result,
-    ) = row
-    issued = parse_time(issued_at)
-    assert issued is not None  # NOT NULL column
-    return Command(
-        command_id=command_id,
-        task_id=task_id,
-        action=action,
-        issued_by=issued_by,
-        issued_at=issued,
-        reason=reason,
-        bucket=bucket,
-        claimed_by=claimed_by,
-        lease_until=parse_time(lease_until),
-        completed_at=parse_time(completed_at),
-        result=result,
-    )
+def command_from_row(row: Sequence[Any], **leased: Any) -> Command:
+    """A `Command` from a row of `COMMAND_COLUMNS` read under `lenient_text`, whatever
+    its columns hold (see `read_command`); `leased` replaces columns a claim just wrote."""
+    values = dict(zip(_COMMAND_FIELDS, row, strict=True))
+    values.update(leased)
+    return read_command(values)
+
+
+_COMMAND_FIELDS = tuple(name.strip() for name in COMMAND_COLUMNS.split(","))
+
+
+def _lenient(data: bytes) -> str | Undecodable:
+    """A TEXT value as `str`, or `Undecodable` when its bytes are not UTF-8 (SQLite keeps
+    whatever bytes it was given, and the driver would fail the whole query on them)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return Undecodable("text", repr(data))
+
+
+@contextlib.contextmanager
+def lenient_text(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """Read text of `conn` with `_lenient` inside the block (command rows: anyone writes
+    them, and one that is not UTF-8 must not fail the reading of the others)."""
+    conn.text_factory = _lenient
+    try:
+        yield conn
+    finally:
+        conn.text_factory = str

@@ -34,6 +34,7 @@ from chongming_store_sqlite._codec import (
     command_row,
     encode_snapshot,
     iso,
+    lenient_text,
     micros,
     outcome_problem,
     snapshot_from_row,
@@ -439,7 +440,7 @@ class SqliteTaskStore(TaskStore):
         if buckets is not None:
             base += " AND bucket IN (SELECT value FROM json_each(?))"
             base_params.append(json.dumps(list(buckets)))
-        with self._writing(f"claiming commands for {owner!r}") as conn:
+        with self._writing(f"claiming commands for {owner!r}") as conn, lenient_text(conn):
             if task_ids is None:
                 rows = conn.execute(f"{base} ORDER BY seq LIMIT ?", [*base_params, limit])
                 found = rows.fetchall()
@@ -452,10 +453,28 @@ class SqliteTaskStore(TaskStore):
                 found.sort(key=lambda r: r[0])
                 found = found[:limit]
             conn.executemany(sql.LEASE_COMMAND, [(owner, until_iso, until_us, r[0]) for r in found])
-        return [
-            dataclasses.replace(command_from_row(r[1:]), claimed_by=owner, lease_until=until)
-            for r in found
-        ]
+            # each row read on its own, as leased (D64): one that anyone wrote with a value
+            # its column cannot hold comes back with its problem instead of failing the claim
+            claimed = [command_from_row(r[1:], claimed_by=owner, lease_until=until) for r in found]
+            unnamed = [
+                (i, found[i][0])
+                for i, c in enumerate(claimed)
+                if c.problem is not None and not isinstance(found[i][1], str)
+            ]
+            if unnamed:  # an id that is not text: no caller can complete it, so it is done here
+                done_at = iso(now, "now")
+                conn.executemany(
+                    sql.COMPLETE_COMMAND_AT,
+                    [(done_at, f"rejected: {claimed[i].problem}", seq) for i, seq in unnamed],
+                )
+                for i, _ in unnamed:
+                    claimed[i] = dataclasses.replace(
+                        claimed[i],
+                        lease_until=None,
+                        completed_at=now,
+                        result=f"rejected: {claimed[i].problem}",
+                    )
+        return claimed
 
     def complete_command(self, command_id: str, *, owner: str, now: datetime, result: str) -> bool:
         """See `TaskStore.complete_command`."""
@@ -492,7 +511,7 @@ class SqliteTaskStore(TaskStore):
         where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
         params.append(-1 if limit is None else limit)
         statement = f"SELECT {COMMAND_COLUMNS} FROM commands{where} ORDER BY seq LIMIT ?"
-        with self._reading("listing commands") as conn:
+        with self._reading("listing commands") as conn, lenient_text(conn):
             rows = conn.execute(statement, params).fetchall()
         return [command_from_row(r) for r in rows]
 
