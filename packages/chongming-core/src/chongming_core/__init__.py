@@ -163,6 +163,11 @@ from chongming_core._task_spec import (
 from chongming_core._task_spec import (
     validate_tags as validate_tags,
 )
+from chongming_core._unreadable import Counts as Counts
+from chongming_core._unreadable import Listing as Listing
+from chongming_core._unreadable import UnreadableRow as UnreadableRow
+from chongming_core._unreadable import decode_row as decode_row
+from chongming_core._unreadable import unreadable_in as unreadable_in
 
 __version__ = "0.1.0"
 
@@ -187,6 +192,7 @@ __all__ = [
     "ConcurrencyConflict",
     "ConcurrencyPolicy",
     "ConfigurationError",
+    "Counts",
     "DependencyFailed",
     "ExponentialBackoff",
     "Failure",
@@ -198,6 +204,7 @@ __all__ = [
     "InvalidTransition",
     "Jitter",
     "JoinMode",
+    "Listing",
     "Progress",
     "RetryPolicy",
     "SnapshotWrite",
@@ -217,10 +224,13 @@ __all__ = [
     "TimerHandle",
     "TouchUpdate",
     "Transition",
+    "UnreadableRow",
     "buckets_for_node",
+    "decode_row",
     "get_task_spec",
     "parse_bucket_spec",
     "storable_text",
     "task",
+    "unreadable_in",
     "validate_tags",
 ]

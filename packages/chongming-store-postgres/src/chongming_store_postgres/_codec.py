@@ -3,6 +3,12 @@
 PostgreSQL cannot store the NUL character (U+0000) in ``text`` nor inside a
 ``jsonb`` string, and JSON cannot carry NaN or infinities. Both are refused here
 with a `StoreError` that names the task and the field, before a statement is sent.
+
+Rows are read one at a time: the typed columns hold what their types allow, but
+text (a status), JSON (failure, attempts, progress) and arrays (tags) hold whatever
+was written, so those are checked, and a row that cannot be decoded becomes an
+`UnreadableRow` naming the task and what is wrong, never an exception that would end
+a whole listing.
 """
 
 from __future__ import annotations
@@ -13,15 +19,18 @@ from datetime import datetime
 from typing import Any
 
 from chongming_core import (
-    AttemptRecord,
     Command,
-    Failure,
     Progress,
     StoreError,
     TaskSnapshot,
     TaskStatus,
     Transition,
+    UnreadableRow,
+    decode_row,
 )
+from chongming_core._decoding import read_choice, read_list, read_text_set
+from chongming_core._failure import read_failure
+from chongming_core._records import read_attempts, read_progress
 
 __all__ = [
     "TASK_COLUMNS",
@@ -205,8 +214,13 @@ def progress_json(progress: Progress | None, task_id: str) -> str | None:
     return dumps(progress.to_dict(), what, task_id=task_id, allow_nul=True)
 
 
-def snapshot_from_row(row: Sequence[Any]) -> TaskSnapshot:
-    """The snapshot of a row selected with `TASK_COLUMNS`."""
+def snapshot_from_row(row: Sequence[Any]) -> TaskSnapshot | UnreadableRow:
+    """The snapshot of a row selected with `TASK_COLUMNS`, or the `UnreadableRow` saying
+    why the row cannot be read."""
+    return decode_row(row[0], lambda: _snapshot(row))
+
+
+def _snapshot(row: Sequence[Any]) -> TaskSnapshot:
     (
         task_id,
         name,
@@ -241,21 +255,21 @@ def snapshot_from_row(row: Sequence[Any]) -> TaskSnapshot:
     return TaskSnapshot(
         task_id=task_id,
         name=name,
-        status=TaskStatus(status),
+        status=read_choice(status, TaskStatus, "status", "a status"),
         status_version=status_version,
         attempt=attempt,
         max_attempts=max_attempts,
         label=label,
         description=description,
-        tags=frozenset(tags or ()),
+        tags=read_text_set(tags, "tags"),
         priority=priority,
         bucket=bucket,
         bucket_key=bucket_key,
         pipeline_id=pipeline_id,
         node_id=node_id,
-        progress=None if progress is None else Progress.from_dict(progress),
+        progress=None if progress is None else read_progress(progress),
         last_heartbeat_at=last_heartbeat_at,
-        failure=None if failure is None else Failure.from_dict(failure),
+        failure=None if failure is None else read_failure(failure, "failure"),
         outcome=outcome,
         created_at=created_at,
         updated_at=updated_at,
@@ -267,7 +281,7 @@ def snapshot_from_row(row: Sequence[Any]) -> TaskSnapshot:
         executor=executor,
         pid=pid,
         paused_in_place=paused_in_place,
-        attempts=tuple(AttemptRecord.from_dict(a) for a in attempts or ()),
+        attempts=read_attempts(read_list(attempts, "attempts"), "attempts"),
     )
 
 
@@ -306,13 +320,18 @@ def transition_arrays(transitions: Iterable[Transition]) -> dict[str, list[Any]]
     return arrays
 
 
-def transition_from_row(row: Sequence[Any]) -> Transition:
-    """A transition from ``(task_id, from, to, trigger, actor, reason, version, at)``."""
+def transition_from_row(row: Sequence[Any]) -> Transition | UnreadableRow:
+    """A transition from ``(task_id, from, to, trigger, actor, reason, version, at)``, or
+    the `UnreadableRow` saying why the row cannot be read."""
+    return decode_row(row[0], lambda: _transition(row), part=f"history entry {row[6]}")
+
+
+def _transition(row: Sequence[Any]) -> Transition:
     task_id, from_status, to_status, trigger, actor, reason, version, at = row
     return Transition(
         task_id=task_id,
-        from_status=TaskStatus(from_status),
-        to_status=TaskStatus(to_status),
+        from_status=read_choice(from_status, TaskStatus, "from_status", "a status"),
+        to_status=read_choice(to_status, TaskStatus, "to_status", "a status"),
         trigger=trigger,
         actor=actor,
         reason=reason,

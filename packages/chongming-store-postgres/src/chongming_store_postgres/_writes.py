@@ -172,12 +172,13 @@ def _stored_is(conn: Conn, q: Statements, write: SnapshotWrite) -> bool:
     connection, a snapshot alone could be another writer's that happens to be identical."""
     task_id = write.snapshot.task_id
     row = conn.execute(q.get_task, {"task_id": task_id}).fetchone()
-    if row is None or snapshot_from_row(row) != write.snapshot:
+    if row is None or snapshot_from_row(row) != write.snapshot:  # an unreadable row is not it
         return False
     if not write.transitions:
         return True
     rows = conn.execute(q.history, {"task_id": task_id}).fetchall()
-    stored = {t.status_version: t for t in (transition_from_row(r) for r in rows)}
+    decoded = (transition_from_row(r) for r in rows)
+    stored = {t.status_version: t for t in decoded if isinstance(t, Transition)}
     return all(stored.get(t.status_version) == t for t in write.transitions)
 
 
@@ -230,7 +231,10 @@ def archive(
         with conn.cursor(name="chongming_archive") as cursor:  # a slice at a time, see prune
             cursor.execute(q.archive_select, {"terminal": _TERMINAL, "before": finished_before})
             while rows := cursor.fetchmany(_FETCH_SLICE):
-                moved.extend(transition_from_row(row) for row in rows)
+                # a row that cannot be decoded is neither written nor deleted: it stays in
+                # the store, where `history` names it
+                decoded = (transition_from_row(row) for row in rows)
+                moved.extend(t for t in decoded if isinstance(t, Transition))
         write_jsonl(path, moved)
         if moved:
             conn.execute(

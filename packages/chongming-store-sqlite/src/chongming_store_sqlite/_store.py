@@ -15,6 +15,8 @@ from chongming_core import (
     Command,
     ConcurrencyConflict,
     ConfigurationError,
+    Counts,
+    Listing,
     SnapshotWrite,
     StoreError,
     TaskQuery,
@@ -23,8 +25,11 @@ from chongming_core import (
     TaskStore,
     TouchUpdate,
     Transition,
+    UnreadableRow,
 )
+from chongming_core._decoding import shown
 from chongming_core._store import validate_keep_terminal
+from chongming_core._unreadable import stored_id
 from chongming_store_sqlite import _schema as sql
 from chongming_store_sqlite._codec import (
     COMMAND_COLUMNS,
@@ -272,9 +277,14 @@ class SqliteTaskStore(TaskStore):
             row = conn.execute(
                 f"SELECT {SNAPSHOT_COLUMNS} FROM tasks WHERE task_id = ?", (task_id,)
             ).fetchone()
-        return None if row is None else snapshot_from_row(row)
+        if row is None:
+            return None
+        found = snapshot_from_row(row)
+        if isinstance(found, UnreadableRow):
+            raise found.error(self._where)
+        return found
 
-    def query(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
+    def query(self, query: TaskQuery | None = None) -> Listing[TaskSnapshot]:
         """See `TaskStore.query`."""
         q = query or TaskQuery()
         order = "DESC" if q.newest_first else "ASC"
@@ -286,7 +296,7 @@ class SqliteTaskStore(TaskStore):
             params.extend((-1 if q.limit is None else q.limit, q.offset))
             with self._reading("querying tasks") as conn:
                 rows = conn.execute(statement, params).fetchall()
-            return [snapshot_from_row(r) for r in rows]
+            return Listing.split(snapshot_from_row(r) for r in rows)
         found: list[Any] = []
         with self._reading("querying tasks", snapshot=True) as conn:
             for chunk in chunks(list(q.task_ids)):
@@ -295,15 +305,20 @@ class SqliteTaskStore(TaskStore):
                 found.extend(conn.execute(statement, params).fetchall())
         found.sort(key=lambda r: r[0], reverse=q.newest_first)
         end = None if q.limit is None else q.offset + q.limit
-        return [snapshot_from_row(r[1:]) for r in found[q.offset : end]]
+        return Listing.split(snapshot_from_row(r[1:]) for r in found[q.offset : end])
 
-    def _grouped(self, query: TaskQuery | None, column: str, action: str) -> dict[Any, int]:
-        """``count(*)`` per value of `column` over the tasks matching `query`."""
+    def _grouped(
+        self, query: TaskQuery | None, column: str, action: str, key_of: Any, noun: str
+    ) -> Counts[Any]:
+        """``count(*)`` per value of `column` over the tasks matching `query`, each value
+        turned into a key by `key_of` (None: the value is not `noun`, and the tasks holding
+        it are named in the result's ``unreadable``)."""
         q = query or TaskQuery()
         id_chunks: list[Sequence[str] | None] = (
             [None] if q.task_ids is None else list(chunks(list(q.task_ids)))
         )
         counts: dict[Any, int] = {}
+        unreadable: list[UnreadableRow] = []
         with self._reading(action, snapshot=len(id_chunks) > 1) as conn:
             for chunk in id_chunks:
                 where, params = where_clause(q, chunk)
@@ -311,19 +326,27 @@ class SqliteTaskStore(TaskStore):
                 statement = (
                     f"SELECT {column}, count(*) FROM tasks{where}{not_null} GROUP BY {column}"
                 )
-                for value, count in conn.execute(statement, params):
-                    counts[value] = counts.get(value, 0) + int(count)
-        return counts
+                for value, count in conn.execute(statement, params).fetchall():
+                    key = key_of(value)
+                    if key is not None:
+                        counts[key] = counts.get(key, 0) + int(count)
+                        continue
+                    # rare (a damaged row): which tasks hold it, so they can be named
+                    holders = f"SELECT task_id FROM tasks{where}{not_null} AND {column} = ?"
+                    problem = f"{column} {shown(value)} is not {noun}"
+                    unreadable.extend(
+                        UnreadableRow(stored_id(t), problem)
+                        for (t,) in conn.execute(holders, [*params, value])
+                    )
+        return Counts(counts, unreadable)
 
-    def status_counts(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
+    def status_counts(self, query: TaskQuery | None = None) -> Counts[TaskStatus]:
         """See `TaskStore.status_counts`."""
-        counts = self._grouped(query, "status", "counting tasks by status")
-        return {TaskStatus(status): n for status, n in counts.items()}
+        return self._grouped(query, "status", "counting tasks by status", _known_status, "a status")
 
-    def bucket_counts(self, query: TaskQuery | None = None) -> dict[int, int]:
+    def bucket_counts(self, query: TaskQuery | None = None) -> Counts[int]:
         """See `TaskStore.bucket_counts`."""
-        counts = self._grouped(query, "bucket", "counting tasks by bucket")
-        return {int(bucket): n for bucket, n in counts.items()}
+        return self._grouped(query, "bucket", "counting tasks by bucket", _integer, "an integer")
 
     # ------------------------------------------------------------------ audit trail
     def append(self, transitions: Iterable[Transition]) -> None:
@@ -339,7 +362,7 @@ class SqliteTaskStore(TaskStore):
         with self._writing(f"appending {len(rows)} transitions") as conn:
             conn.executemany(sql.INSERT_TRANSITION, rows)
 
-    def history(self, task_id: str) -> list[Transition]:
+    def history(self, task_id: str) -> Listing[Transition]:
         """See `TaskStore.history`."""
         with self._reading(f"reading the history of task {task_id!r}") as conn:
             rows = conn.execute(
@@ -347,7 +370,7 @@ class SqliteTaskStore(TaskStore):
                 "ORDER BY status_version",
                 (task_id,),
             ).fetchall()
-        return [transition_from_row(r) for r in rows]
+        return Listing.split(transition_from_row(r) for r in rows)
 
     # ------------------------------------------------------------------ side path
     def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
@@ -483,3 +506,14 @@ class SqliteTaskStore(TaskStore):
         """See `TaskStore.close`. Waits (up to the busy timeout) for calls in progress in
         other threads, then every connection is closed and the file may be deleted."""
         self._pool.close(wait=self._busy_timeout + 1.0)
+
+
+_STATUSES = {s.value: s for s in TaskStatus}
+
+
+def _known_status(value: object) -> TaskStatus | None:
+    return _STATUSES.get(value) if isinstance(value, str) else None
+
+
+def _integer(value: object) -> int | None:
+    return value if type(value) is int else None
