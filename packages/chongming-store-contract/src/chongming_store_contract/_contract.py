@@ -14,6 +14,7 @@ from chongming_store_contract._housekeeping import HousekeepingContract
 from chongming_store_contract._queries import QueriesContract
 from chongming_store_contract._side_path import SidePathContract
 from chongming_store_contract._snapshots import SnapshotsContract
+from chongming_store_contract._unreadable import UnreadableContract
 
 __all__ = ["StoreContract", "check_contract_complete"]
 
@@ -27,6 +28,7 @@ class StoreContract(
     HousekeepingContract,
     FidelityContract,
     ConcurrencyContract,
+    UnreadableContract,
 ):
     """The contract suite. Subclass it once per backend; pytest collects the subclass.
 
@@ -40,9 +42,12 @@ class StoreContract(
                 return MyStore(...)  # a second connection on the same data
 
     Each test gets ``self.store`` from `make_store` (fresh and empty) and the
-    contract closes it afterwards. A backend that cannot pass a case yet
-    overrides it with ``@pytest.mark.xfail(reason="...")``; dropping a case or
-    overriding it without that mark fails `test_contract_is_complete`.
+    contract closes it afterwards. A backend other than `InMemoryTaskStore` also
+    implements `plant_unreadable_task` and `plant_unreadable_transition` (raw SQL,
+    say), which write rows of the wrong shape for the cases of damaged rows. A
+    backend that cannot pass a case yet overrides it with
+    ``@pytest.mark.xfail(reason="...")``; dropping a case or overriding it without
+    that mark fails `test_contract_is_complete`.
     """
 
     def setup_method(self, method: object) -> None:
