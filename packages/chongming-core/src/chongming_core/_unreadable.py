@@ -146,6 +146,6 @@ def decode_row(
     """
     try:
         return decode()
-    except (ValueError, TypeError, KeyError, AttributeError, OverflowError) as exc:
+    except (ValueError, TypeError, KeyError, AttributeError, OverflowError, RecursionError) as exc:
         problem = str(exc) or type(exc).__name__
         return UnreadableRow(stored_id(task_id), problem, part)

@@ -28,9 +28,10 @@ from chongming_core import (
     UnreadableRow,
     decode_row,
 )
-from chongming_core._decoding import read_choice, read_list, read_text_set
+from chongming_core._decoding import read_choice, read_list, read_text_set, shown
 from chongming_core._failure import read_failure
 from chongming_core._records import read_attempts, read_progress
+from chongming_store_postgres._fetching import Unloadable
 
 __all__ = [
     "TASK_COLUMNS",
@@ -220,6 +221,13 @@ def snapshot_from_row(row: Sequence[Any]) -> TaskSnapshot | UnreadableRow:
     return decode_row(row[0], lambda: _snapshot(row))
 
 
+def _moment(value: object, what: str) -> datetime | None:
+    """A ``timestamptz`` value, checked: `fetch_all` keeps one Python cannot hold as text."""
+    if value is None or isinstance(value, datetime):
+        return value
+    raise ValueError(f"{what} {shown(value)} is not a time Python can hold (years 1 to 9999)")
+
+
 def _snapshot(row: Sequence[Any]) -> TaskSnapshot:
     (
         task_id,
@@ -268,16 +276,16 @@ def _snapshot(row: Sequence[Any]) -> TaskSnapshot:
         pipeline_id=pipeline_id,
         node_id=node_id,
         progress=None if progress is None else read_progress(progress),
-        last_heartbeat_at=last_heartbeat_at,
+        last_heartbeat_at=_moment(last_heartbeat_at, "last_heartbeat_at"),
         failure=None if failure is None else read_failure(failure, "failure"),
-        outcome=outcome,
-        created_at=created_at,
-        updated_at=updated_at,
-        started_at=started_at,
-        finished_at=finished_at,
-        retry_at=retry_at,
+        outcome=_outcome(outcome),
+        created_at=_moment(created_at, "created_at"),
+        updated_at=_moment(updated_at, "updated_at"),
+        started_at=_moment(started_at, "started_at"),
+        finished_at=_moment(finished_at, "finished_at"),
+        retry_at=_moment(retry_at, "retry_at"),
         lease_owner=lease_owner,
-        lease_until=lease_until,
+        lease_until=_moment(lease_until, "lease_until"),
         executor=executor,
         pid=pid,
         paused_in_place=paused_in_place,
@@ -326,6 +334,12 @@ def transition_from_row(row: Sequence[Any]) -> Transition | UnreadableRow:
     return decode_row(row[0], lambda: _transition(row), part=f"history entry {row[6]}")
 
 
+def _outcome(value: object) -> object:
+    if isinstance(value, Unloadable):
+        raise ValueError(f"outcome {shown(value)} is JSON nested too deeply to read")
+    return value
+
+
 def _transition(row: Sequence[Any]) -> Transition:
     task_id, from_status, to_status, trigger, actor, reason, version, at = row
     return Transition(
@@ -336,8 +350,15 @@ def _transition(row: Sequence[Any]) -> Transition:
         actor=actor,
         reason=reason,
         status_version=version,
-        at=at,
+        at=_required_moment(at, "at"),
     )
+
+
+def _required_moment(value: object, what: str) -> datetime:
+    moment = _moment(value, what)
+    if moment is None:
+        raise ValueError(f"{what} is missing")
+    return moment
 
 
 def command_params(c: Command) -> dict[str, Any]:

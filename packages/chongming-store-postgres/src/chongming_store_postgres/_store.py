@@ -84,6 +84,7 @@ from chongming_store_postgres._dsn import (
     redact_dsn,
     validate_options,
 )
+from chongming_store_postgres._fetching import fetch_all
 from chongming_store_postgres._listen import CommandListener, channel_name
 from chongming_store_postgres._runner import Conn, Runner
 from chongming_store_postgres._schema import ensure_schema
@@ -291,8 +292,8 @@ class PostgresTaskStore(TaskStore):
             return None  # no stored id can hold a NUL
 
         def body(conn: Conn, retrying: bool) -> TaskSnapshot | UnreadableRow | None:
-            row = conn.execute(self._q.get_task, {"task_id": task_id}).fetchone()
-            return None if row is None else snapshot_from_row(row)
+            rows = fetch_all(conn, self._q.get_task, {"task_id": task_id})
+            return snapshot_from_row(rows[0]) if rows else None
 
         found = self._run(f"reading task {task_id!r}", body)
         if isinstance(found, UnreadableRow):
@@ -312,7 +313,7 @@ class PostgresTaskStore(TaskStore):
         params.update(limit=q.limit, offset=q.offset, **extra)
 
         def body(conn: Conn, retrying: bool) -> list[tuple[Any, ...]]:
-            return conn.execute(statement, params).fetchall()
+            return fetch_all(conn, statement, params)
 
         return self._run(action, body)
 
@@ -372,7 +373,7 @@ class PostgresTaskStore(TaskStore):
             return Listing()
 
         def body(conn: Conn, retrying: bool) -> Listing[Transition]:
-            rows = conn.execute(self._q.history, {"task_id": task_id}).fetchall()
+            rows = fetch_all(conn, self._q.history, {"task_id": task_id})
             return Listing.split(transition_from_row(row) for row in rows)
 
         return self._run(f"reading the history of task {task_id!r}", body)

@@ -33,6 +33,7 @@ from chongming_store_postgres._codec import (
     transition_arrays,
     transition_from_row,
 )
+from chongming_store_postgres._fetching import lenient_loaders
 from chongming_store_postgres._queries import BATCH_TYPES, Statements
 
 __all__ = [
@@ -229,6 +230,7 @@ def archive(
         conn.execute(q.lock_archive, {"key": f"chongming-archive:{schema}"})
         moved: list[Transition] = []
         with conn.cursor(name="chongming_archive") as cursor:  # a slice at a time, see prune
+            lenient_loaders(cursor)  # a time Python cannot hold must not stop the archive
             cursor.execute(q.archive_select, {"terminal": _TERMINAL, "before": finished_before})
             while rows := cursor.fetchmany(_FETCH_SLICE):
                 # a row that cannot be decoded is neither written nor deleted: it stays in

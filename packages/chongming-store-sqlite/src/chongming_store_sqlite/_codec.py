@@ -226,6 +226,8 @@ def _json(text: object, what: str) -> Any:
         return json.loads(text)
     except ValueError as exc:
         raise ValueError(f"{what} is not JSON ({exc})") from None
+    except RecursionError:
+        raise ValueError(f"{what} is JSON nested too deeply to read") from None
 
 
 def transition_rows(transitions: Sequence[Transition]) -> tuple[tuple[object, ...], ...]:

@@ -16,6 +16,7 @@ from chongming_core import StoreError, Transition
 from chongming_core._store import write_jsonl
 from chongming_store_sqlite import _schema as sql
 from chongming_store_sqlite._codec import TRANSITION_COLUMNS, transition_from_row
+from chongming_store_sqlite._fetching import fetch_all
 
 __all__ = ["ARCHIVE_BATCH_TASKS", "PRUNE_BATCH_TASKS", "archive_batches", "prune_batches"]
 
@@ -114,11 +115,12 @@ def archive_batches(writing: _Transaction, before_us: int, path: str, where: str
             last_seq = tasks[-1][0]
             moving: list[Transition] = []
             for _, task_id in tasks:
-                history = conn.execute(
+                history = fetch_all(
+                    conn,
                     f"SELECT {TRANSITION_COLUMNS} FROM transitions WHERE task_id = ? "
                     "ORDER BY status_version",
                     (task_id,),
-                ).fetchall()
+                )
                 # a row that cannot be decoded is neither written nor deleted: it stays in
                 # the store, where `history` names it
                 decoded = (transition_from_row(r) for r in history[:-1])

@@ -7,7 +7,7 @@ import dataclasses
 import json
 import os
 import sqlite3
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -45,6 +45,7 @@ from chongming_store_sqlite._codec import (
     transition_rows,
 )
 from chongming_store_sqlite._errors import DRIVER_ERRORS, translate
+from chongming_store_sqlite._fetching import fetch_all
 from chongming_store_sqlite._housekeeping import archive_batches, prune_batches
 from chongming_store_sqlite._opening import connect, initialise, prepare_file
 from chongming_store_sqlite._pool import ConnectionPool, PoolClosed
@@ -274,12 +275,12 @@ class SqliteTaskStore(TaskStore):
     def get(self, task_id: str) -> TaskSnapshot | None:
         """See `TaskStore.get`."""
         with self._reading(f"reading task {task_id!r}") as conn:
-            row = conn.execute(
-                f"SELECT {SNAPSHOT_COLUMNS} FROM tasks WHERE task_id = ?", (task_id,)
-            ).fetchone()
-        if row is None:
+            rows = fetch_all(
+                conn, f"SELECT {SNAPSHOT_COLUMNS} FROM tasks WHERE task_id = ?", (task_id,)
+            )
+        if not rows:
             return None
-        found = snapshot_from_row(row)
+        found = snapshot_from_row(rows[0])
         if isinstance(found, UnreadableRow):
             raise found.error(self._where)
         return found
@@ -295,28 +296,26 @@ class SqliteTaskStore(TaskStore):
             )
             params.extend((-1 if q.limit is None else q.limit, q.offset))
             with self._reading("querying tasks") as conn:
-                rows = conn.execute(statement, params).fetchall()
+                rows = fetch_all(conn, statement, params)
             return Listing.split(snapshot_from_row(r) for r in rows)
         found: list[Any] = []
         with self._reading("querying tasks", snapshot=True) as conn:
             for chunk in chunks(list(q.task_ids)):
                 where, params = where_clause(q, chunk)
                 statement = f"SELECT seq, {SNAPSHOT_COLUMNS} FROM tasks{where}"
-                found.extend(conn.execute(statement, params).fetchall())
+                found.extend(fetch_all(conn, statement, params))
         found.sort(key=lambda r: r[0], reverse=q.newest_first)
         end = None if q.limit is None else q.offset + q.limit
         return Listing.split(snapshot_from_row(r[1:]) for r in found[q.offset : end])
 
-    def _grouped(
-        self, query: TaskQuery | None, column: str, action: str, key_of: Any, noun: str
-    ) -> Counts[Any]:
-        """``count(*)`` per value of `column` over the tasks matching `query`, each value
-        turned into a key by `key_of` (None: the value is not `noun`, and the tasks holding
-        it are named in the result's ``unreadable``)."""
+    def _grouped(self, query: TaskQuery | None, key: _Key, action: str) -> Counts[Any]:
+        """``count(*)`` per value of `key`'s column over the tasks matching `query`; the
+        tasks holding a value that is no key are named in the result's ``unreadable``."""
         q = query or TaskQuery()
         id_chunks: list[Sequence[str] | None] = (
             [None] if q.task_ids is None else list(chunks(list(q.task_ids)))
         )
+        column = key.column
         counts: dict[Any, int] = {}
         unreadable: list[UnreadableRow] = []
         with self._reading(action, snapshot=len(id_chunks) > 1) as conn:
@@ -326,27 +325,30 @@ class SqliteTaskStore(TaskStore):
                 statement = (
                     f"SELECT {column}, count(*) FROM tasks{where}{not_null} GROUP BY {column}"
                 )
-                for value, count in conn.execute(statement, params).fetchall():
-                    key = key_of(value)
-                    if key is not None:
-                        counts[key] = counts.get(key, 0) + int(count)
-                        continue
-                    # rare (a damaged row): which tasks hold it, so they can be named
-                    holders = f"SELECT task_id FROM tasks{where}{not_null} AND {column} = ?"
-                    problem = f"{column} {shown(value)} is not {noun}"
+                damaged = False
+                for value, count in fetch_all(conn, statement, params):
+                    found = key.of(value)
+                    if found is None:
+                        damaged = True
+                    else:
+                        counts[found] = counts.get(found, 0) + int(count)
+                if damaged:  # rare (rows written by hand): name the tasks that hold such values
+                    holders = (
+                        f"SELECT task_id, {column} FROM tasks{where}{not_null} AND {key.damaged}"
+                    )
                     unreadable.extend(
-                        UnreadableRow(stored_id(t), problem)
-                        for (t,) in conn.execute(holders, [*params, value])
+                        UnreadableRow(stored_id(t), f"{column} {shown(v)} is not {key.noun}")
+                        for t, v in fetch_all(conn, holders, [*params, *key.damaged_params])
                     )
         return Counts(counts, unreadable)
 
     def status_counts(self, query: TaskQuery | None = None) -> Counts[TaskStatus]:
         """See `TaskStore.status_counts`."""
-        return self._grouped(query, "status", "counting tasks by status", _known_status, "a status")
+        return self._grouped(query, _STATUS_KEY, "counting tasks by status")
 
     def bucket_counts(self, query: TaskQuery | None = None) -> Counts[int]:
         """See `TaskStore.bucket_counts`."""
-        return self._grouped(query, "bucket", "counting tasks by bucket", _integer, "an integer")
+        return self._grouped(query, _BUCKET_KEY, "counting tasks by bucket")
 
     # ------------------------------------------------------------------ audit trail
     def append(self, transitions: Iterable[Transition]) -> None:
@@ -365,11 +367,12 @@ class SqliteTaskStore(TaskStore):
     def history(self, task_id: str) -> Listing[Transition]:
         """See `TaskStore.history`."""
         with self._reading(f"reading the history of task {task_id!r}") as conn:
-            rows = conn.execute(
+            rows = fetch_all(
+                conn,
                 f"SELECT {TRANSITION_COLUMNS} FROM transitions WHERE task_id = ? "
                 "ORDER BY status_version",
                 (task_id,),
-            ).fetchall()
+            )
         return Listing.split(transition_from_row(r) for r in rows)
 
     # ------------------------------------------------------------------ side path
@@ -511,9 +514,28 @@ class SqliteTaskStore(TaskStore):
 _STATUSES = {s.value: s for s in TaskStatus}
 
 
-def _known_status(value: object) -> TaskStatus | None:
-    return _STATUSES.get(value) if isinstance(value, str) else None
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Key:
+    """A column the counts group by: how a stored value becomes a key (None: it is not
+    one), and the SQL predicate (with its parameters) that finds the values that are not."""
+
+    column: str
+    of: Callable[[object], Any]
+    noun: str
+    damaged: str
+    damaged_params: tuple[object, ...] = ()
 
 
-def _integer(value: object) -> int | None:
-    return value if type(value) is int else None
+_STATUS_KEY = _Key(
+    "status",
+    lambda value: _STATUSES.get(value) if isinstance(value, str) else None,
+    "a status",
+    f"status NOT IN ({placeholders(len(_STATUSES))})",
+    tuple(_STATUSES),
+)
+_BUCKET_KEY = _Key(
+    "bucket",
+    lambda value: value if type(value) is int else None,
+    "an integer",
+    "typeof(bucket) != 'integer'",
+)
