@@ -7,6 +7,7 @@ import sqlite3
 from collections.abc import Callable
 
 from textual.pilot import Pilot
+from textual.widgets import DataTable, Static
 
 from chongming_core import UnreadableRow
 from chongming_runtime import Controller
@@ -14,6 +15,7 @@ from chongming_store_sqlite import SqliteTaskStore
 from chongming_tui import DashboardApp
 from chongming_tui.components.banner import UnreadableBanner, banner_text
 from chongming_tui.components.header import DashboardHeader
+from chongming_tui.components.reconcile import ReconcileScreen
 from chongming_tui.components.task_table import TaskTable
 from chongming_tui.testing import drive, static_text, wait_for
 
@@ -78,3 +80,21 @@ def test_the_banner_names_three_rows_then_counts_the_rest() -> None:
     assert text[4] == "and 2 more"
     (one,) = banner_text(rows[:1]).plain.splitlines()[:1]
     assert one.startswith("1 stored row cannot be read")
+
+
+def test_the_reconcile_view_names_the_rows_it_would_not_judge(
+    store: SqliteTaskStore, console: Controller, make_app: Callable[..., DashboardApp]
+) -> None:
+    _sql(store, "UPDATE tasks SET data = '[]' WHERE task_id = 'etl-003'")  # queued, unleased
+    app = make_app(console)
+
+    async def scenario(pilot: Pilot[int]) -> None:
+        await pilot.press("R")
+        await wait_for(pilot, lambda: isinstance(app.screen, ReconcileScreen), "the view")
+        lost = app.screen.query_one("#lost", DataTable)
+        await wait_for(pilot, lambda: lost.row_count > 0, "the dry run")
+        assert [lost.get_row_at(i)[0].plain for i in range(lost.row_count)] == ["etl-002"]
+        title = static_text(app.screen.query_one("#reconcile-title", Static))
+        assert "1 stored row(s) cannot be read and would not be judged: etl-003" in title
+
+    drive(app, scenario)
