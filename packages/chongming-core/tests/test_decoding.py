@@ -43,7 +43,7 @@ def _snapshot() -> TaskSnapshot:
 
 
 def _document(**changes: Any) -> dict[str, Any]:
-    document = json.loads(json.dumps(_snapshot().to_dict()))
+    document: dict[str, Any] = json.loads(json.dumps(_snapshot().to_dict()))
     for key, value in changes.items():
         if value is _ABSENT:
             del document[key]
@@ -163,7 +163,8 @@ def test_decode_row_turns_any_failure_of_a_decoder_into_a_named_row() -> None:
         json.loads("[" * 100_000 + "]" * 100_000)
 
     assert isinstance(decode_row("t1", deep), UnreadableRow)
-    entry = decode_row(7, lambda: {}["x"], part="history entry 3")
+    missing: dict[str, int] = {}
+    entry = decode_row(7, lambda: missing["x"], part="history entry 3")
     assert isinstance(entry, UnreadableRow)
     assert entry.message.startswith("history entry 3 of task '7' cannot be read: ")
     assert decode_row("t1", lambda: 42) == 42

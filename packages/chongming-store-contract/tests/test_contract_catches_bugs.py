@@ -17,6 +17,7 @@ from chongming_core import (
     TaskStatus,
     TaskStore,
     Transition,
+    unreadable_in,
 )
 from chongming_store_contract import StoreContract
 
@@ -148,7 +149,7 @@ class _CountsUnreadableAsAnything(InMemoryTaskStore):
     def status_counts(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
         counts = super().status_counts(query)
         found = dict(counts)
-        for _ in counts.unreadable:
+        for _ in unreadable_in(counts):
             found[TaskStatus.PENDING] = found.get(TaskStatus.PENDING, 0) + 1
         return found
 

@@ -173,7 +173,7 @@ class InMemoryTaskStore(TaskStore):
         found.sort(key=lambda s: order[s.task_id], reverse=q.newest_first)
         return found
 
-    def query(self, query: TaskQuery | None = None) -> Listing[TaskSnapshot]:
+    def query(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
         """See `TaskStore.query`."""
         q = query or TaskQuery()
         with self._lock:
@@ -182,7 +182,7 @@ class InMemoryTaskStore(TaskStore):
         end = None if q.limit is None else q.offset + q.limit
         return Listing.split(found[q.offset : end])
 
-    def status_counts(self, query: TaskQuery | None = None) -> Counts[TaskStatus]:
+    def status_counts(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
         """See `TaskStore.status_counts`."""
         counts: dict[TaskStatus, int] = {}
         unreadable: list[UnreadableRow] = []
@@ -195,7 +195,7 @@ class InMemoryTaskStore(TaskStore):
                     counts[s.status] = counts.get(s.status, 0) + 1
         return Counts(counts, unreadable)
 
-    def bucket_counts(self, query: TaskQuery | None = None) -> Counts[int]:
+    def bucket_counts(self, query: TaskQuery | None = None) -> dict[int, int]:
         """See `TaskStore.bucket_counts`."""
         counts: dict[int, int] = {}
         unreadable: list[UnreadableRow] = []
@@ -223,7 +223,7 @@ class InMemoryTaskStore(TaskStore):
                 versions = history[record.task_id] = {}
             versions.setdefault(record.status_version, record)  # a record is written once
 
-    def history(self, task_id: str) -> Listing[Transition]:
+    def history(self, task_id: str) -> list[Transition]:
         """See `TaskStore.history`."""
         with self._lock:
             self._open()

@@ -83,7 +83,7 @@ class ControllerQueries(ControllerBase):
         search: str | None = None,
         limit: int | None = None,
         newest_first: bool = False,
-    ) -> Listing[TaskSnapshot]:
+    ) -> list[TaskSnapshot]:
         """Tasks matching the filters, from the store (so other processes' tasks too).
 
         Returns a `Listing` (a list): a stored task that cannot be decoded is left out

@@ -317,12 +317,12 @@ class PostgresTaskStore(TaskStore):
 
         return self._run(action, body)
 
-    def query(self, query: TaskQuery | None = None) -> Listing[TaskSnapshot]:
+    def query(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
         """See `TaskStore.query`."""
         rows = self._filtered(Q.QUERY_TASKS, query, "querying tasks")
         return Listing.split(snapshot_from_row(row) for row in rows)
 
-    def status_counts(self, query: TaskQuery | None = None) -> Counts[TaskStatus]:
+    def status_counts(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
         """See `TaskStore.status_counts`. The status column is text: a value that is not a
         status is counted under none, and the tasks holding it are named (a rare second
         query, with the same filter)."""
@@ -347,7 +347,7 @@ class PostgresTaskStore(TaskStore):
             ]
         return Counts(counts, unreadable)
 
-    def bucket_counts(self, query: TaskQuery | None = None) -> Counts[int]:
+    def bucket_counts(self, query: TaskQuery | None = None) -> dict[int, int]:
         """See `TaskStore.bucket_counts` (buckets are ``bigint``: every one is an integer)."""
         rows = self._filtered(Q.BUCKET_COUNTS, query, "counting tasks by bucket")
         return Counts({int(bucket): int(count) for bucket, count in rows})
@@ -366,7 +366,7 @@ class PostgresTaskStore(TaskStore):
 
         self._run(f"appending {len(records)} transitions", body)
 
-    def history(self, task_id: str) -> Listing[Transition]:
+    def history(self, task_id: str) -> list[Transition]:
         """See `TaskStore.history`."""
         self._check_open()
         if "\x00" in task_id:

@@ -285,7 +285,7 @@ class SqliteTaskStore(TaskStore):
             raise found.error(self._where)
         return found
 
-    def query(self, query: TaskQuery | None = None) -> Listing[TaskSnapshot]:
+    def query(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
         """See `TaskStore.query`."""
         q = query or TaskQuery()
         order = "DESC" if q.newest_first else "ASC"
@@ -342,11 +342,11 @@ class SqliteTaskStore(TaskStore):
                     )
         return Counts(counts, unreadable)
 
-    def status_counts(self, query: TaskQuery | None = None) -> Counts[TaskStatus]:
+    def status_counts(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
         """See `TaskStore.status_counts`."""
         return self._grouped(query, _STATUS_KEY, "counting tasks by status")
 
-    def bucket_counts(self, query: TaskQuery | None = None) -> Counts[int]:
+    def bucket_counts(self, query: TaskQuery | None = None) -> dict[int, int]:
         """See `TaskStore.bucket_counts`."""
         return self._grouped(query, _BUCKET_KEY, "counting tasks by bucket")
 
@@ -364,7 +364,7 @@ class SqliteTaskStore(TaskStore):
         with self._writing(f"appending {len(rows)} transitions") as conn:
             conn.executemany(sql.INSERT_TRANSITION, rows)
 
-    def history(self, task_id: str) -> Listing[Transition]:
+    def history(self, task_id: str) -> list[Transition]:
         """See `TaskStore.history`."""
         with self._reading(f"reading the history of task {task_id!r}") as conn:
             rows = fetch_all(
