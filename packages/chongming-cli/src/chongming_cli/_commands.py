@@ -333,16 +333,15 @@ def cmd_reconcile(args: argparse.Namespace, node: NodeOptions, console: Console)
     with open_controller(node) as controller:
         report = controller.reconcile(dry_run=args.dry_run)
     if args.json:
-        write_json(
-            console.out,
-            {
-                "dry_run": report.dry_run,
-                "lost": [s.to_dict() for s in report.lost],
-                "adoptable": [s.to_dict() for s in report.adoptable],
-                "skipped": [s.to_dict() for s in report.skipped],
-                "unreadable": [row.to_dict() for row in report.unreadable],
-            },
-        )
+        document: dict[str, Any] = {
+            "dry_run": report.dry_run,
+            "lost": [s.to_dict() for s in report.lost],
+            "adoptable": [s.to_dict() for s in report.adoptable],
+            "skipped": [s.to_dict() for s in report.skipped],
+        }
+        if report.unreadable:  # only then: the document of a sound store is as it always was
+            document["unreadable"] = [row.to_dict() for row in report.unreadable]
+        write_json(console.out, document)
         _unreadable_failure(console, report.unreadable, _NOT_JUDGED)
         return EXIT_OK
     verb = "would mark" if report.dry_run else "marked"
