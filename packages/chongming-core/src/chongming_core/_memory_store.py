@@ -155,32 +155,43 @@ class InMemoryTaskStore(TaskStore):
             raise found.error("InMemoryTaskStore")
         return found
 
-    def _matching(self, query: TaskQuery | None) -> list[TaskSnapshot | UnreadableRow]:
-        """The entries `query` selects in its order; an unreadable entry is kept wherever
-        no filter can rule it out (only its id is known)."""
+    def _matching(self, query: TaskQuery | None) -> tuple[list[TaskSnapshot | UnreadableRow], bool]:
+        """The entries `query` selects in its order, and whether one of them is unreadable
+        (kept wherever no filter can rule it out: only its id is known)."""
         q = query or TaskQuery()
         tasks = self._tasks
+        pairs: Iterable[tuple[str, object]]
         if q.task_ids is not None:
-            ids: Iterable[str] = (t for t in q.task_ids if t in tasks)
+            pairs = [(t, tasks[t]) for t in q.task_ids if t in tasks]
         else:
-            ids = tasks
+            pairs = tasks.items()
+        matches = q.matches
         found: list[TaskSnapshot | UnreadableRow] = []
-        for task_id in ids:
-            item = _read(task_id, tasks[task_id])
-            if isinstance(item, UnreadableRow) or q.matches(item):
-                found.append(item)
+        append = found.append
+        damaged = False
+        for task_id, entry in pairs:
+            if type(entry) is not TaskSnapshot:  # rare: decoded like a row (the module)
+                read = _read(task_id, entry)
+                if isinstance(read, UnreadableRow):
+                    damaged = True
+                    append(read)
+                    continue
+                entry = read
+            if matches(entry):
+                append(entry)
         order = self._order
         found.sort(key=lambda s: order[s.task_id], reverse=q.newest_first)
-        return found
+        return found, damaged
 
     def query(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
         """See `TaskStore.query`."""
         q = query or TaskQuery()
         with self._lock:
             self._open()
-            found = self._matching(q)
+            found, damaged = self._matching(q)
         end = None if q.limit is None else q.offset + q.limit
-        return Listing.split(found[q.offset : end])
+        chosen = found[q.offset : end]
+        return Listing.split(chosen) if damaged else Listing(chosen)  # type: ignore[arg-type]
 
     def status_counts(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
         """See `TaskStore.status_counts`."""
@@ -188,7 +199,7 @@ class InMemoryTaskStore(TaskStore):
         unreadable: list[UnreadableRow] = []
         with self._lock:
             self._open()
-            for s in self._matching(query):
+            for s in self._matching(query)[0]:
                 if isinstance(s, UnreadableRow):
                     unreadable.append(s)
                 else:
@@ -201,7 +212,7 @@ class InMemoryTaskStore(TaskStore):
         unreadable: list[UnreadableRow] = []
         with self._lock:
             self._open()
-            for s in self._matching(query):
+            for s in self._matching(query)[0]:
                 if isinstance(s, UnreadableRow):
                     unreadable.append(s)
                 elif s.bucket is not None:
