@@ -170,15 +170,12 @@ class InMemoryTaskStore(TaskStore):
         append = found.append
         damaged = False
         for task_id, entry in pairs:
-            if type(entry) is not TaskSnapshot:  # rare: decoded like a row (the module)
-                read = _read(task_id, entry)
-                if isinstance(read, UnreadableRow):
-                    damaged = True
-                    append(read)
-                    continue
-                entry = read
-            if matches(entry):
-                append(entry)
+            snapshot = entry if type(entry) is TaskSnapshot else _read(task_id, entry)
+            if isinstance(snapshot, UnreadableRow):  # rare: decoded like a row (the module)
+                damaged = True
+                append(snapshot)
+            elif matches(snapshot):
+                append(snapshot)
         order = self._order
         found.sort(key=lambda s: order[s.task_id], reverse=q.newest_first)
         return found, damaged
