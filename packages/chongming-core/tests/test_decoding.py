@@ -201,3 +201,18 @@ def test_the_reference_store_decodes_an_entry_that_is_not_a_record() -> None:
     assert store.query() == []
     assert [r.task_id for r in unreadable_in(store.query())] == ["t1"]
     assert store.touch("t1", heartbeat_at=snapshot.updated_at) is False  # nothing to touch
+
+
+def test_numbers_and_texts_of_subclasses_are_what_they_are_but_a_bool_is_no_number() -> None:
+    class Ratio(float):
+        """A float of another type (as numpy.float64 is)."""
+
+    class Count(int):
+        """An int of another type (as an IntEnum is)."""
+
+    progress = Progress.from_dict({"done": Ratio(0.5), "total": Count(2), "unit": "rows"})
+    assert (progress.done, progress.total) == (0.5, 2)
+    snapshot = TaskSnapshot.from_dict(_document(status=TaskStatus.QUEUED, priority=Count(3)))
+    assert (snapshot.status, snapshot.priority) == (TaskStatus.QUEUED, 3)
+    with pytest.raises(ValueError, match=re.escape("progress.done must be a number, got True")):
+        Progress.from_dict({"done": True})

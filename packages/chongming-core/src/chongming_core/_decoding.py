@@ -38,10 +38,21 @@ def shown(value: object) -> str:
     return text if len(text) <= _SHOWN else text[: _SHOWN - 3] + "..."
 
 
+def _is_integer(value: object) -> bool:
+    """An `int` of a subclass (an `IntEnum`), never a `bool`: `type(v) is int` is the
+    fast test of the usual case, this one the rest."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    """An `int` or `float` of a subclass (``numpy.float64``), never a `bool`."""
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
 def read_choice(value: object, kind: type[_E], what: str, noun: str) -> _E:
     """`value` as a member of the text enum `kind`; `what` names the field, `noun` the
     kind in messages ("status 'zombie' is not a status")."""
-    if type(value) is str:
+    if isinstance(value, str):
         # the enum's own table: a dictionary lookup, where calling the enum costs ten times that
         member = kind._value2member_map_.get(value)
         if member is not None:
@@ -51,7 +62,7 @@ def read_choice(value: object, kind: type[_E], what: str, noun: str) -> _E:
 
 def read_text_set(value: object, what: str) -> frozenset[str]:
     """A list of texts (the stored tags), as a set."""
-    if isinstance(value, list | tuple) and all(type(v) is str for v in value):
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
         return frozenset(value)
     raise ValueError(f"{what} must be a list of texts, got {shown(value)}")
 
@@ -103,42 +114,42 @@ class Fields:
     def text(self, key: str, default: Any = REQUIRED) -> str:
         """Text that may not be null."""
         value = self._get(key, default)
-        if type(value) is not str:
+        if not isinstance(value, str):
             raise self._wrong(key, "text", value)
         return value
 
     def optional_text(self, key: str) -> str | None:
         """Text or null (absent: null)."""
         value = self._data.get(key)
-        if value is None or type(value) is str:
+        if value is None or isinstance(value, str):
             return value
         raise self._wrong(key, "text or null", value)
 
     def integer(self, key: str, default: Any = REQUIRED) -> int:
         """An integer that may not be null (a bool is not an integer here)."""
         value = self._get(key, default)
-        if type(value) is not int:
+        if type(value) is not int and not _is_integer(value):
             raise self._wrong(key, "an integer", value)
-        return value
+        return value  # type: ignore[no-any-return]
 
     def optional_integer(self, key: str) -> int | None:
         """An integer or null (absent: null)."""
         value = self._data.get(key)
-        if value is None or type(value) is int:
+        if value is None or type(value) is int or _is_integer(value):
             return value
         raise self._wrong(key, "an integer or null", value)
 
     def number(self, key: str) -> float:
         """A number (integer or float) that must be present."""
         value = self._get(key, REQUIRED)
-        if type(value) not in (int, float):
+        if type(value) not in (int, float) and not _is_number(value):
             raise self._wrong(key, "a number", value)
         return value  # type: ignore[no-any-return]
 
     def optional_number(self, key: str) -> float | None:
         """A number or null (absent: null)."""
         value = self._data.get(key)
-        if value is None or type(value) in (int, float):
+        if value is None or type(value) in (int, float) or _is_number(value):
             return value
         raise self._wrong(key, "a number or null", value)
 
@@ -152,7 +163,7 @@ class Fields:
     def choice(self, key: str, kind: type[_E], noun: str) -> _E:
         """A member of the text enum `kind` (`noun` names it in messages: "a status")."""
         value = self._data.get(key, _ABSENT)
-        if type(value) is str:
+        if isinstance(value, str):
             member = kind._value2member_map_.get(value)
             if member is not None:
                 return member  # type: ignore[return-value]
@@ -165,7 +176,7 @@ class Fields:
         value = self._data.get(key)
         if value is None:
             return None
-        if type(value) is not str:
+        if not isinstance(value, str):
             raise self._wrong(key, "an ISO-8601 time or null", value)
         try:
             moment = _from_iso(value)
