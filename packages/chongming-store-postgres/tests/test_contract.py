@@ -8,6 +8,7 @@ while the current test runs; a test takes a ready one in a few milliseconds.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import threading
@@ -26,6 +27,12 @@ from chongming_store_postgres._codec import command_params
 
 _ENV = "CHONGMING_TEST_POSTGRES"
 _TIME_COLUMNS = {"issued_at", "lease_until", "completed_at"}
+
+#: Columns that can hold a value of the wrong shape despite their types, with the cast of
+#: the value: text where a status belongs, JSON where a record belongs. A timestamptz,
+#: bigint or text[] column holds only what its type allows (a string there is refused).
+_TASK_COLUMNS = {"status": "", "failure": "::jsonb", "attempts": "::jsonb", "progress": "::json"}
+_TRANSITION_COLUMNS = {"from_status", "to_status"}
 _READY_AHEAD = 2
 _TAKE_TIMEOUT = 60.0
 
@@ -152,6 +159,32 @@ class TestPostgresStoreContract(StoreContract):
             return False
         assert isinstance(self.store, PostgresTaskStore)
         write_command_row(self._dsn, self.store.schema, command, {column: "infinity"})
+        return True
+
+    def _update(self, table: str, column: str, cast: str, value: Any, *keys: Any) -> None:
+        where = "task_id = %s" + (" AND status_version = %s" if len(keys) > 1 else "")
+        statement = sql.SQL("UPDATE {} SET {} = %s{} WHERE {}").format(
+            sql.Identifier(self._schema or "", table),
+            sql.Identifier(column),
+            sql.SQL(cast),  # a literal of the table above, never the caller's text
+            sql.SQL(where),
+        )
+        with psycopg.connect(self._dsn, autocommit=True) as conn:
+            assert conn.execute(statement, (value, *keys)).rowcount == 1
+
+    def plant_unreadable_task(self, task_id: str, field: str, value: Any) -> bool:
+        cast = _TASK_COLUMNS.get(field)
+        if cast is None:
+            return False
+        self._update("tasks", field, cast, json.dumps(value) if cast else value, task_id)
+        return True
+
+    def plant_unreadable_transition(
+        self, task_id: str, status_version: int, field: str, value: Any
+    ) -> bool:
+        if field not in _TRANSITION_COLUMNS:
+            return False
+        self._update("transitions", field, "", value, task_id, status_version)
         return True
 
     def teardown_method(self, method: object) -> None:

@@ -2,17 +2,64 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
+from typing import Any
 
 from chongming_core import Command, TaskStore
 from chongming_store_contract import Malformed, StoreContract
 from chongming_store_sqlite import SqliteTaskStore
 from chongming_store_sqlite._codec import command_row
 
+#: Fields kept in a column of their own; a field in both a column and the document is
+#: written to both (the store reads the document and compares the column).
+_COLUMNS = {"progress", "heartbeat_at", "lease_owner", "lease_until", "pid"}
+_BOTH = {"status", "status_version"}
+_TRANSITION_COLUMNS = {"from_status", "to_status", "trigger", "actor", "reason", "at"}
 
-class TestSqliteStoreContract(StoreContract):
+
+class SqlitePlanting(StoreContract):
+    """Rows of the wrong shape written with raw SQL on one of the store's connections
+    (the only way into ``:memory:``), bypassing every check of the store."""
+
+    store: SqliteTaskStore
+
+    def _execute(self, statement: str, params: tuple[Any, ...]) -> None:
+        with self.store._pool.connection() as conn:
+            assert conn.execute(statement, params).rowcount == 1
+
+    def plant_unreadable_task(self, task_id: str, field: str, value: Any) -> bool:
+        text = json.dumps(value)
+        column = value if isinstance(value, str | int) or value is None else text
+        if field in _COLUMNS:  # a literal name from the set above, never the caller's text
+            self._execute(f"UPDATE tasks SET {field} = ? WHERE task_id = ?", (column, task_id))
+        elif field in _BOTH:
+            self._execute(
+                f"UPDATE tasks SET {field} = ?, data = json_set(data, '$.' || ?, json(?)) "
+                "WHERE task_id = ?",
+                (column, field, text, task_id),
+            )
+        else:
+            self._execute(
+                "UPDATE tasks SET data = json_set(data, '$.' || ?, json(?)) WHERE task_id = ?",
+                (field, text, task_id),
+            )
+        return True
+
+    def plant_unreadable_transition(
+        self, task_id: str, status_version: int, field: str, value: Any
+    ) -> bool:
+        assert field in _TRANSITION_COLUMNS, field
+        self._execute(
+            f"UPDATE transitions SET {field} = ? WHERE task_id = ? AND status_version = ?",
+            (value, task_id, status_version),
+        )
+        return True
+
+
+class TestSqliteStoreContract(SqlitePlanting):
     """A database file in a fresh temporary directory per test; a second handle is a
     second `SqliteTaskStore` on the same file (its own connections)."""
 
@@ -35,7 +82,7 @@ class TestSqliteStoreContract(StoreContract):
             shutil.rmtree(self._db_dir, ignore_errors=True)
 
 
-class TestSqliteMemoryStoreContract(StoreContract):
+class TestSqliteMemoryStoreContract(SqlitePlanting):
     """``:memory:``: one database shared by every thread of the store object."""
 
     def make_store(self) -> TaskStore:

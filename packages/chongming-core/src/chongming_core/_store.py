@@ -257,6 +257,13 @@ class TaskStore(abc.ABC):
     Errors: a backend failure (I/O, connection, corruption, lock timeout) raises
     `StoreError` naming the store and what to do; an optimistic conflict raises
     `ConcurrencyConflict`. No driver exception ever reaches the caller.
+
+    Rows that cannot be decoded (written by another program or by hand): each row is
+    decoded on its own. A listing (`query`, `history`, `status_counts`, `bucket_counts`)
+    leaves such a row out and names it in the result's ``unreadable`` (a `Listing` or
+    `Counts`, which are a list and a dict), so one damaged row never hides the others;
+    reading the task directly (`get`) raises `StoreError` naming it and what is wrong.
+    A store that returns plain lists and dicts names none (see `unreadable_in`).
     """
 
     #: True when a write is a memory operation of this process (no I/O, no commit worth
@@ -334,23 +341,34 @@ class TaskStore(abc.ABC):
 
     @abc.abstractmethod
     def get(self, task_id: str) -> TaskSnapshot | None:
-        """The task's snapshot, or None when there is no such task."""
+        """The task's snapshot, or None when there is no such task.
+
+        Raises:
+            StoreError: the task's row cannot be decoded; the message (and ``task_id``)
+                names the task, and the message says what is wrong.
+        """
 
     @abc.abstractmethod
     def query(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
-        """Snapshots matching `query`, ordered by creation (see `TaskQuery`)."""
+        """Snapshots matching `query`, ordered by creation (see `TaskQuery`).
+
+        A matching row that cannot be decoded is left out (it still takes its place
+        for limit and offset) and named in the `Listing` returned, never raised.
+        """
 
     @abc.abstractmethod
     def status_counts(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
         """How many tasks matching `query` are in each status (limit and offset are ignored).
 
-        Statuses with no task are absent from the result.
+        Statuses with no task are absent from the result. A row whose status is not a
+        status is counted under none and named in the `Counts` returned.
         """
 
     @abc.abstractmethod
     def bucket_counts(self, query: TaskQuery | None = None) -> dict[int, int]:
         """How many tasks matching `query` are in each bucket; tasks without a bucket are
-        not counted, and empty buckets are absent."""
+        not counted, and empty buckets are absent. A row whose bucket is not an integer
+        is counted under none and named in the `Counts` returned."""
 
     # ------------------------------------------------------------------ audit trail
     @abc.abstractmethod
@@ -363,7 +381,11 @@ class TaskStore(abc.ABC):
 
     @abc.abstractmethod
     def history(self, task_id: str) -> list[Transition]:
-        """Every stored transition of the task, in ``status_version`` order (empty if unknown)."""
+        """Every stored transition of the task, in ``status_version`` order (empty if unknown).
+
+        A transition row that cannot be decoded is left out and named in the `Listing`
+        returned, never raised.
+        """
 
     # ------------------------------------------------------------------ side path
     def touch(
