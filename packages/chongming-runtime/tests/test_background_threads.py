@@ -1,5 +1,5 @@
 """Nothing ends a background thread of the runtime (D65): the command poller, the touch
-timer, a command's pause and the process executor's relay each log what a round raised,
+timer, a command that raises and the process executor's relay each log what a round raised,
 list it in `persist_failures` and go on; a command row nobody can read is completed as
 rejected, saying what is wrong, and the stop after it is applied (D64)."""
 
@@ -261,11 +261,15 @@ def test_a_pause_command_that_raises_is_recorded_not_left_to_a_traceback(
     def broken(*args: Any, **kwargs: Any) -> bool:
         raise RuntimeError("pause bug")
 
-    monkeypatch.setattr(TaskRun, "pause", broken)
+    # a pause command is requested on the poller's thread, without waiting (D61)
+    monkeypatch.setattr(TaskRun, "_pause_without_waiting", broken)
     console = controllers(store=store, owner="console")
     console.pause("job-1")
-    _until(lambda: _failures(worker, "the pause of task 'job-1'"), "the failing pause")
-    assert _failures(worker, "the pause of task 'job-1'") == ["RuntimeError: pause bug"]
+    operation = "the pause command of task 'job-1'"
+    _until(lambda: _failures(worker, operation), "the failing pause")
+    assert _failures(worker, operation) == ["RuntimeError: pause bug"]
+    (row,) = [c for c in store.commands() if c.task_id == "job-1"]
+    assert row.result == "rejected: RuntimeError: pause bug"
     assert console.stop("job-1") is True  # the channel goes on
     assert run.wait(WAIT).status is S.STOPPED
 

@@ -146,7 +146,12 @@ class CommandPoller:
                 result = self._handler(command)
             except Exception as exc:  # a bad command must not stop the channel
                 _log.exception("command %s for task %r failed", command.action, command.task_id)
-                result = f"rejected: {type(exc).__name__}: {exc}"
+                result = f"rejected: {describe(exc)}"
+                if self._on_error is not None:  # a bug of this node: the operator sees it (D67)
+                    action = getattr(command.action, "value", command.action)
+                    self._on_error(
+                        f"the {action} command of task {command.task_id!r}", describe(exc)
+                    )
             if result is NOT_HELD:
                 self._store.release_command(command.command_id, owner=self._owner)
                 continue
