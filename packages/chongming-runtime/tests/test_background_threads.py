@@ -212,6 +212,13 @@ def test_no_exception_of_a_tick_ends_the_touch_timer(
     run = worker.submit("spin", task_id="job-1")
     _until(raised.is_set, "the failing tick")
     _until(lambda: run.status is S.RUNNING, "the task to run")
+
+    def stored_lease() -> object:
+        stored = store.get("job-1")
+        return stored is not None and stored.lease_until is not None
+
+    # the writer takes the running task to the store a moment after its status changed
+    _until(stored_lease, "the task's lease in the store")
     first = store.get("job-1")
     assert first is not None
     assert first.lease_until is not None

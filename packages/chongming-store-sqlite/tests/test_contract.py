@@ -102,7 +102,7 @@ def write_malformed_row(
 ) -> bool:
     """Insert `command` with SQL, `column` holding `bad` as SQLite keeps it (a TEXT column
     turns a number into text, so a number is no malformed text here)."""
-    values = dict(zip(_COLUMNS, command_row(command), strict=True))
+    values = dict(zip(_COMMAND_COLUMNS, command_row(command), strict=True))
     expression = "?"
     if bad in (Malformed.NOT_A_TIME, Malformed.NAIVE_TIME):
         if column not in _TIME_COLUMNS:
@@ -124,7 +124,7 @@ def write_malformed_row(
     return True
 
 
-_COLUMNS = (
+_COMMAND_COLUMNS = (
     "command_id",
     "task_id",
     "action",

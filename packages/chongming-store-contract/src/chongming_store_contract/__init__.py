@@ -39,6 +39,10 @@ from chongming_store_contract._fidelity import expect_same_snapshot as expect_sa
 from chongming_store_contract._fidelity import rich_snapshot as rich_snapshot
 from chongming_store_contract._malformed import MALFORMED_CASES as MALFORMED_CASES
 from chongming_store_contract._malformed_values import Malformed as Malformed
+from chongming_store_contract._unreadable import damage_memory_task as damage_memory_task
+from chongming_store_contract._unreadable import (
+    damage_memory_transition as damage_memory_transition,
+)
 from chongming_store_contract._values import hostile_outcomes as hostile_outcomes
 from chongming_store_contract._values import hostile_progress as hostile_progress
 from chongming_store_contract._values import renamed_outcomes as renamed_outcomes
@@ -58,6 +62,8 @@ __all__ = [
     "build_task",
     "build_versions",
     "check_contract_complete",
+    "damage_memory_task",
+    "damage_memory_transition",
     "expect",
     "expect_equal",
     "expect_same_snapshot",

@@ -30,7 +30,13 @@ from chongming_store_contract._base import ContractBase
 from chongming_store_contract._builders import advance, build_versions
 from chongming_store_contract._checks import expect, expect_equal, present, raises
 
-__all__ = ["TASK_DEFECTS", "TRANSITION_DEFECTS", "UnreadableContract"]
+__all__ = [
+    "TASK_DEFECTS",
+    "TRANSITION_DEFECTS",
+    "UnreadableContract",
+    "damage_memory_task",
+    "damage_memory_transition",
+]
 
 _S = TaskStatus
 
@@ -53,6 +59,28 @@ TRANSITION_DEFECTS: tuple[tuple[str, Any], ...] = (
 )
 
 
+def damage_memory_task(store: InMemoryTaskStore, task_id: str, field: str, value: Any) -> bool:
+    """Overwrite `field` of task `task_id` kept by `store` with `value` (a JSON value), as a
+    damaged row: the hook `plant_unreadable_task` of a backend that keeps its tasks in an
+    `InMemoryTaskStore` (a wrapper, say). Returns True."""
+    document = store._tasks[task_id].to_dict()
+    document[field] = value
+    store._tasks[task_id] = document  # type: ignore[assignment]
+    return True
+
+
+def damage_memory_transition(
+    store: InMemoryTaskStore, task_id: str, status_version: int, field: str, value: Any
+) -> bool:
+    """`damage_memory_task` for transition `status_version` of `task_id`: the hook
+    `plant_unreadable_transition` of such a backend. Returns True."""
+    history = store._history[task_id]
+    document = history[status_version].to_dict()
+    document[field] = value
+    history[status_version] = document  # type: ignore[assignment]
+    return True
+
+
 class UnreadableContract(ContractBase):
     """Rows that cannot be decoded, in `query`, `get`, the counts, `history` and `archive`."""
 
@@ -67,10 +95,7 @@ class UnreadableContract(ContractBase):
         `InMemoryTaskStore` override this.
         """
         if isinstance(self.store, InMemoryTaskStore):
-            document = self.store._tasks[task_id].to_dict()
-            document[field] = value
-            self.store._tasks[task_id] = document  # type: ignore[assignment]
-            return True
+            return damage_memory_task(self.store, task_id, field, value)
         raise NotImplementedError(
             f"{type(self).__name__} must override plant_unreadable_task() to write a value "
             "of the wrong shape into a stored task (raw SQL, say), bypassing the store"
@@ -82,11 +107,7 @@ class UnreadableContract(ContractBase):
         """Overwrite the stored `field` of transition `status_version` of `task_id` with
         `value`, as `plant_unreadable_task` does for a task."""
         if isinstance(self.store, InMemoryTaskStore):
-            history = self.store._history[task_id]
-            document = history[status_version].to_dict()
-            document[field] = value
-            history[status_version] = document  # type: ignore[assignment]
-            return True
+            return damage_memory_transition(self.store, task_id, status_version, field, value)
         raise NotImplementedError(
             f"{type(self).__name__} must override plant_unreadable_transition() to write a "
             "value of the wrong shape into a stored transition (raw SQL, say)"
