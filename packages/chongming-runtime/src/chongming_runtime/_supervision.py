@@ -1,7 +1,10 @@
 """The lifecycle decisions of a `TaskRun`: start, results, retries and stop (guide §4–§6).
 
 Pause/resume live in ``_pausing.py`` and the deadlines (timeouts, graceful
-window) in ``_deadlines.py``; the rules of all three (rulings in brackets):
+window) in ``_deadlines.py``. What an attempt's end means (the next status and
+its failure) is one pure function, `decide` in ``_decision.py`` (D95): this
+module gathers its facts under the lock and enacts the answer. The rules of all
+of them (rulings in brackets):
 
 * Stop is request -> graceful window -> fallback. Not yet running (pending,
   queued, retry_wait, paused before start) -> ``stopped`` at once. Running ->
