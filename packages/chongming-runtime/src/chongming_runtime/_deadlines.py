@@ -79,23 +79,22 @@ class Deadlines(RunCore):
                 return
             self._start_timer = None
             self._start_timeout_over = True
-            machine = self._machine
-            status = machine.status
+            status = self._machine.status
             assert self._timeout.start is not None  # armed only with a start limit
-            message, error, failure = start_timeout_failure(
+            message, _, failure = start_timeout_failure(
                 self._task_id, self._timeout.start, self._policy
             )
-            if status in {_S.PENDING, _S.BLOCKED, _S.QUEUED}:  # R1
-                self._record(
-                    machine.mark_cancelled(failure=failure, actor=self._actor, reason=message)
-                )
+            if status in {_S.PENDING, _S.BLOCKED, _S.QUEUED}:  # R1: cancelled
+                self._conclude(None, self._ending(None, None, start_timeout=failure))
             elif status in {_S.STARTING, _S.PAUSING} and self._attempt is not None:
                 attempt = self._attempt
                 attempt.control.request_stop(message)
                 self._close_attempt(attempt)
                 self._leave_suspension(message)
                 force = attempt
-                retry_now = self._fail(failure, error)
+                retry_now = self._conclude(
+                    attempt, self._ending(attempt, None, start_timeout=failure)
+                )
             else:
                 return
         if force is not None and force.handle is not None:
@@ -221,29 +220,4 @@ class Deadlines(RunCore):
     def _abandon(self, attempt: Attempt) -> None:
         """End a body that did not unwind in its graceful window: ``lost``. Call under the
         lock, with the attempt closed."""
-        # its body goes on executing: what its slot stands for stays held until it
-        # returns (D54; see `_when_body_returns`)
-        attempt.abandoned = True
-        self._abandoned = []
-        if attempt.timeout_kind is not None:
-            why = (
-                f"{attempt.timeout_message}, and the body did not unwind within the graceful "
-                f"window of {self._graceful:g}s"
-            )
-        elif self._cancel_reason is not None and self._machine.status is not _S.STOPPING:
-            why = (
-                f"the body did not unwind within the graceful window of {self._graceful:g}s "
-                f"after it was cancelled ({self._cancel_reason})"
-            )
-        else:
-            requested = f" ({self._stop_reason})" if self._stop_reason else ""
-            why = (
-                f"the body did not stop within the graceful window of {self._graceful:g}s "
-                f"after the stop request{requested}"
-            )
-        failure = Failure.of(
-            FailureKind.LOST,
-            f"{why}; its thread was abandoned and may still be running (result unknown)",
-            retryable=True,
-        )
-        self._record(self._machine.mark_lost(failure, actor=self._actor))
+        self._conclude(attempt, self._ending(attempt, None))

@@ -30,6 +30,7 @@ from chongming_runtime._listeners import RunEvent, RunListener
 from chongming_runtime.executors._base import Executor
 
 if TYPE_CHECKING:
+    from chongming_runtime._decision import AttemptEnding
     from chongming_runtime._pausing import PauseTicket
     from chongming_runtime._task_run import TaskRun
 
@@ -122,7 +123,16 @@ class RunCore:
     def _kick(self) -> None:
         raise NotImplementedError
 
-    def _fail(self, failure: Failure, exc: BaseException | None) -> bool:
+    def _ending(
+        self,
+        attempt: Attempt | None,
+        result: AttemptResult | None,
+        *,
+        start_timeout: Failure | None = None,
+    ) -> AttemptEnding:
+        raise NotImplementedError
+
+    def _conclude(self, attempt: Attempt | None, ending: AttemptEnding) -> bool:
         raise NotImplementedError
 
     def _close_attempt(self, attempt: Attempt) -> None:

@@ -1,7 +1,10 @@
 """The lifecycle decisions of a `TaskRun`: start, results, retries and stop (guide §4–§6).
 
 Pause/resume live in ``_pausing.py`` and the deadlines (timeouts, graceful
-window) in ``_deadlines.py``; the rules of all three (rulings in brackets):
+window) in ``_deadlines.py``. What an attempt's end means (the next status and
+its failure) is one pure function, `decide` in ``_decision.py`` (D95): this
+module gathers its facts under the lock and enacts the answer. The rules of all
+of them (rulings in brackets):
 
 * Stop is request -> graceful window -> fallback. Not yet running (pending,
   queued, retry_wait, paused before start) -> ``stopped`` at once. Running ->
@@ -38,13 +41,11 @@ from chongming_core import (
     ConfigurationError,
     Failure,
     FailureKind,
-    TaskExecutionError,
     TaskStatus,
-    TaskTimeout,
 )
-from chongming_runtime._attempt import Attempt, AttemptResult, ResultKind
+from chongming_runtime._attempt import Attempt, AttemptResult
 from chongming_runtime._call_each import call_each
-from chongming_runtime._command import CommandFailed
+from chongming_runtime._decision import AttemptEnding, decide
 from chongming_runtime._pausing import Pausing
 from chongming_runtime._results import keep_result
 from chongming_runtime._text import refuse_unstorable
@@ -329,128 +330,72 @@ class Supervision(Pausing):
 
     def _settle(self, attempt: Attempt, result: AttemptResult) -> bool:
         """Record how the attempt ended; True when the next attempt is due at once."""
+        return self._conclude(attempt, self._ending(attempt, result))
+
+    def _ending(
+        self,
+        attempt: Attempt | None,
+        result: AttemptResult | None,
+        *,
+        start_timeout: Failure | None = None,
+    ) -> AttemptEnding:
+        """The facts `decide` judges the attempt's end on. Under the lock."""
+        snap = self._machine.snapshot
+        return AttemptEnding(
+            task_id=self._task_id,
+            status=self._machine.status,
+            result=result,
+            attempt=snap.attempt,
+            max_attempts=snap.max_attempts,
+            policy=self._policy,
+            graceful=self._graceful,
+            stop_reason=self._stop_reason,
+            cancel_reason=self._cancel_reason,
+            timeout_kind=None if attempt is None else attempt.timeout_kind,
+            timeout_message=None if attempt is None else attempt.timeout_message,
+            forced=attempt is not None and attempt.forced,
+            start_timeout=start_timeout,
+        )
+
+    def _conclude(self, attempt: Attempt | None, ending: AttemptEnding) -> bool:
+        """Enact what `decide` says of `ending`; True when the next attempt is due at once.
+        Under the lock."""
         machine = self._machine
-        stopping = machine.status is _S.STOPPING
-        # a value returned after a timeout asked the body to stop is the timeout's failure
-        # (§6, R2); after an operator's stop it is the task's end (stopping -> succeeded)
-        if result.kind is ResultKind.RETURNED and (attempt.timeout_kind is None or stopping):
+        decision = decide(ending)
+        if decision.keeps_value:
+            assert ending.result is not None
             # the store decides what it can keep, before anyone is told the task succeeded
             # (D68); every reader, this process too, then sees the value it keeps (D69)
-            outcome, invalid = keep_result(self._task_id, result.value, self._stored_outcome)
-            if invalid is not None:
-                return self._fail(invalid, None)
-            self._record(machine.mark_succeeded(outcome=outcome, actor=self._actor))
-            return False
-        if result.kind is ResultKind.CANCELLED and stopping:
-            self._record(machine.mark_stopped(actor=self._actor, reason=self._stop_reason))
-            return False
-        if result.kind is ResultKind.CRASHED and stopping:  # killed after a stop request (R9)
-            requested = (
-                f"stopped: {self._stop_reason}" if self._stop_reason else "stopped on request"
-            )
-            crash = result.failure.message if result.failure else "the carrier ended"
-            how = (
-                f"the body did not stop within the graceful window of {self._graceful:g}s, "
-                f"so it was ended by force ({crash})"
-                if attempt.forced
-                else f"its process ended before the body stopped ({crash})"
-            )
-            failure = Failure.of(FailureKind.CANCELLED, f"{requested}; {how}", retryable=False)
-            self._record(
-                machine.mark_stopped(failure=failure, actor=self._actor, reason=self._stop_reason)
-            )
-            return False
-        if self._cancel_reason is not None and result.kind in {
-            ResultKind.CANCELLED,
-            ResultKind.CRASHED,
-        }:
-            failure = Failure.of(
-                FailureKind.CANCELLED, f"cancelled: {self._cancel_reason}", retryable=False
-            )
-            self._record(
-                machine.mark_cancelled(
-                    failure=failure, actor=self._actor, reason=self._cancel_reason
-                )
-            )
-            return False
-        if attempt.timeout_kind is not None:
-            message = attempt.timeout_message or attempt.timeout_kind.value
-            if result.kind is not ResultKind.CANCELLED:
-                detail = result.failure.message if result.failure else None
-                if detail is None and result.exception is not None:
-                    detail = f"{type(result.exception).__qualname__}: {result.exception}"
-                if result.kind is ResultKind.CRASHED:
-                    message = (
-                        f"{message}; the body did not unwind within the graceful window of "
-                        f"{self._graceful:g}s, so it was ended by force ({detail})"
-                    )
-                elif result.kind is ResultKind.RETURNED:
-                    message = f"{message}; the body then returned, and its value was not kept"
-                elif detail:
-                    message = f"{message}; then the body ended with {detail}"
-            timeout_error = TaskTimeout(
-                message, task_id=self._task_id, kind=attempt.timeout_kind.value
-            )
-            failure = Failure.of(
-                attempt.timeout_kind, message, retryable=self._policy.should_retry(timeout_error)
-            )
-            return self._fail(failure, timeout_error)
-        if result.kind is ResultKind.CANCELLED:
-            failure = Failure.of(
-                FailureKind.CANCELLED,
-                "the body raised TaskCancelled without a stop request",
-                retryable=False,
-            )
-            return self._fail(failure, None)
-        if result.kind is ResultKind.CRASHED:
-            assert result.failure is not None
-            error = TaskExecutionError(result.failure.message, task_id=self._task_id)
-            failure = Failure.of(
-                FailureKind.NONZERO_EXIT,
-                result.failure.message,
-                retryable=self._policy.should_retry(error),
-            )
-            return self._fail(failure, error)
-        # RAISED
-        exc = result.exception
-        if result.failure is not None:  # described across a process boundary
-            failure = result.failure
-            if failure.kind is not FailureKind.RESULT_INVALID:
-                if exc is not None:
-                    retryable = self._policy.should_retry(exc)
-                elif result.exception_types:  # it could not cross whole: judged by name
-                    retryable = self._policy.should_retry_named(result.exception_types)
-                else:
-                    retryable = failure.retryable
-                failure = dataclasses.replace(failure, retryable=retryable)
-        elif exc is not None:
-            kind = (
-                FailureKind.NONZERO_EXIT
-                if isinstance(exc, CommandFailed)
-                else FailureKind.EXCEPTION
-            )
-            failure = Failure.from_exception(
-                exc, kind=kind, retryable=self._policy.should_retry(exc)
-            )
+            outcome, invalid = keep_result(self._task_id, ending.result.value, self._stored_outcome)
+            if invalid is None:
+                self._record(machine.mark_succeeded(outcome=outcome, actor=self._actor))
+                return False
+            decision = decide(dataclasses.replace(ending, value_refused=invalid))
+        status, failure, reason = decision.status, decision.failure, decision.reason
+        if status is _S.STOPPED:
+            self._record(machine.mark_stopped(failure=failure, actor=self._actor, reason=reason))
+        elif status is _S.CANCELLED:
+            self._record(machine.mark_cancelled(failure=failure, actor=self._actor, reason=reason))
+        elif status is _S.LOST:
+            # its body goes on executing: what its slot stands for stays held until it
+            # returns (D54; see `_when_body_returns`)
+            assert attempt is not None
+            attempt.abandoned = True
+            self._abandoned = []
+            self._record(machine.mark_lost(failure, actor=self._actor))
+        elif status is _S.RETRY_WAIT:
+            assert failure is not None
+            return self._wait_to_retry(failure)
         else:
-            failure = Failure.of(FailureKind.EXCEPTION, "the attempt failed without details")
-        return self._fail(failure, exc)
-
-    def _fail(self, failure: Failure, exc: BaseException | None) -> bool:
-        """Retry if the failure deserves it and budget is left, else fail. Under the lock."""
-        machine = self._machine
-        snap = machine.snapshot
-        status = machine.status
-        retry = (
-            failure.retryable
-            and self._cancel_reason is None
-            and status in {_S.STARTING, _S.RUNNING}
-            and snap.attempt < snap.max_attempts
-        )
-        if not retry:
+            assert status is _S.FAILED
+            assert failure is not None
             self._record(machine.mark_failed(failure, actor=self._actor))
-            return False
-        delay = max(0.0, float(self._policy.delay_after(snap.attempt)))
+        return False
+
+    def _wait_to_retry(self, failure: Failure) -> bool:
+        """``retry_wait`` with the policy's backoff; True when the retry is due at once."""
+        machine = self._machine
+        delay = max(0.0, float(self._policy.delay_after(machine.snapshot.attempt)))
         retry_at = self._clock.now() + timedelta(seconds=delay)
         self._record(machine.mark_retry_wait(failure, retry_at=retry_at, actor=self._actor))
         if delay <= 0:
