@@ -12,8 +12,7 @@ from typing import Any
 import pytest
 
 from chongming_core import ConfigurationError, TaskStatus, TaskStore, storable_text
-from chongming_runtime._controller import Controller
-from chongming_runtime._pipeline import Pipeline
+from chongming_runtime import Controller, Pipeline
 from chongming_store_sqlite import SqliteTaskStore
 
 S = TaskStatus

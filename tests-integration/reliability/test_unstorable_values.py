@@ -19,7 +19,7 @@ from chongming_core import (
     TaskStatus,
     TaskStore,
 )
-from chongming_runtime._controller import Controller
+from chongming_runtime import Controller
 from chongming_store_contract import hostile_outcomes, hostile_progress, renamed_outcomes
 from chongming_store_contract._checks import same_json
 from chongming_store_sqlite import SqliteTaskStore

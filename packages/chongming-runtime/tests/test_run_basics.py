@@ -23,7 +23,7 @@ from chongming_core import (
     Transition,
     task,
 )
-from chongming_core._json import MAX_DEPTH
+from chongming_core.backend import MAX_DEPTH
 from chongming_runtime import (
     InlineExecutor,
     TaskContext,

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from chongming_core import TaskSnapshot, TaskStatus, Transition
-from chongming_store_postgres import PostgresTaskStore, _writes
+from chongming_store_postgres import PostgresTaskStore, _housekeeping
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 
@@ -25,7 +25,7 @@ def _finished(task_id: str, minutes: int) -> tuple[TaskSnapshot, list[Transition
 def test_small_batches_prune_the_same_tasks(
     store: PostgresTaskStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(_writes, "PRUNE_BATCH_TASKS", 2)
+    monkeypatch.setattr(_housekeeping, "PRUNE_BATCH_TASKS", 2)
     for i in range(9):
         store.create(*_finished(f"done-{i}", i))
     store.create(TaskSnapshot(task_id="live", name="job", status=TaskStatus.RUNNING))

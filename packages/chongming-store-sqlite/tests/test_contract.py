@@ -9,6 +9,7 @@ import tempfile
 from typing import Any
 
 from chongming_core import Command, TaskStore
+from chongming_core.backend import COMMAND_COLUMNS
 from chongming_store_contract import Malformed, StoreContract
 from chongming_store_sqlite import SqliteTaskStore
 from chongming_store_sqlite._codec import command_row
@@ -124,17 +125,5 @@ def write_malformed_row(
     return True
 
 
-_COMMAND_COLUMNS = (
-    "command_id",
-    "task_id",
-    "action",
-    "issued_by",
-    "issued_at",
-    "reason",
-    "bucket",
-    "claimed_by",
-    "lease_until",
-    "completed_at",
-    "result",
-    "lease_until_us",
-)
+#: The columns of `command_row`: the core's, then the integer twin of ``lease_until``.
+_COMMAND_COLUMNS = (*COMMAND_COLUMNS, "lease_until_us")

@@ -12,16 +12,32 @@ The command poller completes it as rejected with that text and goes on.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 
 from chongming_core._store import Command
 
-__all__ = ["Undecodable", "checked_command", "read_command"]
+__all__ = ["COMMAND_COLUMNS", "Undecodable", "checked_command", "read_command", "read_command_row"]
 
 #: Longest rendering of a bad value quoted in a problem (a row may hold megabytes).
 _SHOWN = 60
+
+#: The stored columns of a command row, named as the `Command` fields they hold, in the
+#: order `read_command_row` reads them (a backend selects them in this order).
+COMMAND_COLUMNS: tuple[str, ...] = (
+    "command_id",
+    "task_id",
+    "action",
+    "issued_by",
+    "issued_at",
+    "reason",
+    "bucket",
+    "claimed_by",
+    "lease_until",
+    "completed_at",
+    "result",
+)
 
 _REQUIRED_TEXT = ("command_id", "task_id", "action", "issued_by")
 _OPTIONAL_TEXT = ("reason", "claimed_by", "result")
@@ -147,6 +163,30 @@ def read_command(values: Mapping[str, object]) -> Command:
     if problem is not None:
         problems.append(f"bucket {problem}")
     return Command(**found, problem="; ".join(problems) or None)  # type: ignore[arg-type]
+
+
+def read_command_row(row: Sequence[object], **replaced: object) -> Command:
+    """The `Command` of a row selected as `COMMAND_COLUMNS`, whatever it holds (see
+    `read_command`).
+
+    Args:
+        row: the stored values in `COMMAND_COLUMNS` order; values after them (a
+            backend's own columns) are ignored.
+        replaced: values that replace columns of `row`, by field name (what a claim
+            just wrote: ``claimed_by``, ``lease_until``).
+
+    Raises:
+        ValueError: `row` has fewer values than `COMMAND_COLUMNS` (a statement that
+            selects other columns: a bug of the backend, not a damaged row).
+    """
+    if len(row) < len(COMMAND_COLUMNS):
+        raise ValueError(
+            f"a command row needs the {len(COMMAND_COLUMNS)} values of COMMAND_COLUMNS, "
+            f"got {len(row)}"
+        )
+    values = dict(zip(COMMAND_COLUMNS, row, strict=False))
+    values.update(replaced)
+    return read_command(values)
 
 
 def checked_command(command: Command) -> Command:

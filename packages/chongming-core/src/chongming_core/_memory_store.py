@@ -17,6 +17,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chongming_core._command_row import checked_command
+from chongming_core._conflicts import version_conflict
 from chongming_core._decoding import shown
 from chongming_core._errors import ConcurrencyConflict, StoreError
 from chongming_core._json import progress_problem
@@ -92,10 +93,8 @@ class InMemoryTaskStore(TaskStore):
         existing = self._tasks.get(snapshot.task_id)
         if existing is not None:
             found = _read(snapshot.task_id, existing)
-            raise ConcurrencyConflict(
-                f"task {snapshot.task_id!r} already exists; task ids are never reused, "
-                "submit under a new id",
-                task_id=snapshot.task_id,
+            raise version_conflict(
+                snapshot.task_id,
                 expected=None,
                 actual=None if isinstance(found, UnreadableRow) else found.status_version,
             )
@@ -122,28 +121,15 @@ class InMemoryTaskStore(TaskStore):
     ) -> None:
         entry = self._tasks.get(snapshot.task_id)
         if entry is None:
-            raise ConcurrencyConflict(
-                f"task {snapshot.task_id!r} does not exist in the store (it was never created "
-                "or has been pruned)",
-                task_id=snapshot.task_id,
-                expected=expect_version,
-                actual=None,
-            )
+            raise version_conflict(snapshot.task_id, expected=expect_version, actual=None)
         current = _read(snapshot.task_id, entry)
         if isinstance(current, UnreadableRow):  # no version to compare with: not replaced
-            raise ConcurrencyConflict(
-                f"{current.message}; it is not replaced",
-                task_id=snapshot.task_id,
-                expected=expect_version,
-                actual=None,
+            raise version_conflict(
+                snapshot.task_id, expected=expect_version, actual=None, unreadable=current.problem
             )
         if current.status_version != expect_version:
-            raise ConcurrencyConflict(
-                f"task {snapshot.task_id!r} is at version {current.status_version}, "
-                f"not {expect_version}: another writer changed it; reload and retry",
-                task_id=snapshot.task_id,
-                expected=expect_version,
-                actual=current.status_version,
+            raise version_conflict(
+                snapshot.task_id, expected=expect_version, actual=current.status_version
             )
         self._tasks[snapshot.task_id] = snapshot
         self._append(transitions)

@@ -15,8 +15,7 @@ import threading
 import uuid
 from collections.abc import Callable, Collection
 
-from chongming_core import Command, StoreError, TaskStore
-from chongming_core._clock import Clock
+from chongming_core import Clock, Command, StoreError, TaskStore
 from chongming_runtime._background import Report, carry_on, describe
 
 __all__ = ["NOT_HELD", "CommandPoller", "new_command"]

@@ -20,7 +20,7 @@ from types import MappingProxyType
 from typing import Any
 
 from chongming_core import ConfigurationError, Progress, TaskCancelled, storable_text
-from chongming_core._json import number_problem
+from chongming_core.backend import number_problem
 from chongming_runtime._artifacts import artifact_folder
 from chongming_runtime._control import ControlView
 

@@ -43,7 +43,7 @@ from chongming_core import (
     TimerHandle,
     validate_tags,
 )
-from chongming_core._json import safe_repr
+from chongming_core.backend import safe_repr
 from chongming_runtime._capacity import Capacity, ReadyQueue
 from chongming_runtime._commands import CommandPoller
 from chongming_runtime._controller_controls import ControllerControls, still_unfinished

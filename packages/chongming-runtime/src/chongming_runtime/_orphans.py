@@ -15,6 +15,7 @@ is for ``reconcile()`` to mark ``lost`` (design D50).
 from __future__ import annotations
 
 from chongming_core import (
+    Clock,
     Command,
     CommandAction,
     SnapshotWrite,
@@ -22,7 +23,6 @@ from chongming_core import (
     TaskSnapshot,
     TaskStore,
 )
-from chongming_core._clock import Clock
 from chongming_runtime._reconcile import holds_resources
 
 __all__ = ["settle_orphaned"]

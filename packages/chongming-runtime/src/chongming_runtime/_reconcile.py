@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from chongming_core import (
+    Clock,
     ConcurrencyConflict,
     Failure,
     FailureKind,
@@ -38,7 +39,6 @@ from chongming_core import (
     UnreadableRow,
     unreadable_in,
 )
-from chongming_core._clock import Clock
 
 __all__ = ["ReconcileReport", "holds_resources", "lease_expired", "reconcile_store"]
 

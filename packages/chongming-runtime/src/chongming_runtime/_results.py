@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from chongming_core import Failure, FailureKind, storable_text
-from chongming_core._json import portable_json
+from chongming_core.backend import portable_json
 
 __all__ = ["keep_result", "result_failure", "result_problem"]
 
@@ -24,7 +24,7 @@ def result_problem(value: Any) -> str | None:
 
     Beyond what ``json.dumps`` refuses: text that is not valid Unicode, ints of more
     digits than other processes read back, dict keys that are not strings (JSON would
-    turn ``1`` into ``"1"``), structures nested too deep to decode (``chongming_core._json``).
+    turn ``1`` into ``"1"``), structures nested too deep to decode (see `portable_json`).
     """
     try:
         portable_json(value)

@@ -42,7 +42,7 @@ from chongming_core import (
     get_task_spec,
     validate_tags,
 )
-from chongming_core._json import portable_json
+from chongming_core.backend import portable_json
 from chongming_runtime._attempt import Attempt
 from chongming_runtime._context import LOG_LINES_KEPT, RuntimeContext
 from chongming_runtime._control import AttemptControl

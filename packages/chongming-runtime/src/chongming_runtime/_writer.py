@@ -48,6 +48,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from chongming_core import (
+    SYSTEM_CLOCK,
+    Clock,
     ConcurrencyConflict,
     SnapshotWrite,
     StoreError,
@@ -57,7 +59,6 @@ from chongming_core import (
     TouchUpdate,
     Transition,
 )
-from chongming_core._clock import SYSTEM_CLOCK, Clock
 from chongming_runtime._background import carry_on
 from chongming_runtime._call_each import call_each
 from chongming_runtime.executors.thread import hand_over

@@ -8,6 +8,7 @@ from chongming_core import (
     StateMachine,
     TaskStatus,
 )
+from chongming_core.backend import version_conflict
 from chongming_store_contract._base import ContractBase
 from chongming_store_contract._builders import advance, next_version
 from chongming_store_contract._checks import expect, expect_equal, raises
@@ -15,6 +16,15 @@ from chongming_store_contract._checks import expect, expect_equal, raises
 __all__ = ["SnapshotsContract"]
 
 _S = TaskStatus
+
+
+def expect_worded(conflict: ConcurrencyConflict) -> None:
+    """`conflict` says what every store says in its place (`version_conflict`): a caller
+    reads the same advice whichever backend refused the write."""
+    shared = version_conflict(
+        conflict.task_id or "", expected=conflict.expected, actual=conflict.actual
+    )
+    expect_equal(str(conflict), str(shared), "ConcurrencyConflict message")
 
 
 class SnapshotsContract(ContractBase):
@@ -45,6 +55,7 @@ class SnapshotsContract(ContractBase):
             self.store.create(impostor, impostor_transitions)
         expect_equal(caught.value.task_id, "t1", "ConcurrencyConflict.task_id")
         expect_equal(self.store.get("t1"), original, "snapshot after a refused create")
+        expect_worded(caught.value)
         expect_equal(self.store.history("t1"), list(transitions), "history after a refused create")
 
     def test_create_duplicate_of_terminal_task_is_refused(self) -> None:
@@ -101,6 +112,7 @@ class SnapshotsContract(ContractBase):
         expect_equal(caught.value.actual, 4, "ConcurrencyConflict.actual")
         expect_equal(caught.value.task_id, "t1", "ConcurrencyConflict.task_id")
         expect_equal(self.store.get("t1"), second, "snapshot after a refused save")
+        expect_worded(caught.value)
         expect_equal(self.store.history("t1"), [*created, *more], "history after a refused save")
 
     def test_save_with_a_future_version_conflicts(self) -> None:
@@ -111,6 +123,7 @@ class SnapshotsContract(ContractBase):
         expect_equal(caught.value.expected, 7, "ConcurrencyConflict.expected")
         expect_equal(caught.value.actual, 3, "ConcurrencyConflict.actual")
         expect_equal(self.store.get("t1"), first, "snapshot after a refused save")
+        expect_worded(caught.value)
 
     def test_save_unknown_task_conflicts_with_actual_none(self) -> None:
         ghost, transitions = self.task("ghost", _S.QUEUED)
@@ -118,6 +131,7 @@ class SnapshotsContract(ContractBase):
             self.store.save(ghost, expect_version=0, transitions=transitions)
         expect_equal(caught.value.actual, None, "ConcurrencyConflict.actual for an unknown task")
         expect_equal(caught.value.expected, 0, "ConcurrencyConflict.expected")
+        expect_worded(caught.value)
         expect_equal(self.store.get("ghost"), None, "get() after a refused save")
         expect_equal(self.store.history("ghost"), [], "history() after a refused save")
 
@@ -171,6 +185,8 @@ class SnapshotsContract(ContractBase):
             all(isinstance(c, ConcurrencyConflict) for c in conflicts),
             f"save_many() must return ConcurrencyConflict objects, found {conflicts!r}",
         )
+        for conflict in conflicts:
+            expect_worded(conflict)
         expect_equal(self.store.get("a"), a2, "applied item a")
         expect_equal(self.store.get("b"), b, "conflicting item b (unchanged)")
         expect_equal(self.store.history("b"), list(b_created), "history of conflicting item b")

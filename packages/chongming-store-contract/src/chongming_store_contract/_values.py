@@ -17,7 +17,7 @@ from functools import partial
 from typing import Any, NamedTuple
 
 from chongming_core import Progress, SnapshotWrite, StoreError, TaskStatus, TouchUpdate
-from chongming_core._json import MAX_DEPTH, MAX_INT_DIGITS
+from chongming_core.backend import MAX_DEPTH, MAX_INT_DIGITS
 from chongming_store_contract._base import ContractBase
 from chongming_store_contract._builders import next_version
 from chongming_store_contract._checks import expect, expect_equal, present, raises, same_json

@@ -3,7 +3,7 @@
 PostgreSQL cannot store the NUL character (U+0000) in ``text`` nor inside a
 ``jsonb`` string, and JSON cannot carry NaN or infinities. Both are refused here
 with a `StoreError` that names the task and the field, before a statement is sent;
-so is an outcome or a progress that not every store could keep (``chongming_core._json``)
+so is an outcome or a progress that not every store could keep (`portable_json`)
 or an outcome too large for one PostgreSQL value.
 
 
@@ -32,15 +32,21 @@ from chongming_core import (
     TaskSnapshot,
     TaskStatus,
     Transition,
+)
+from chongming_core.backend import (
     Undecodable,
     UnreadableRow,
     decode_row,
-    read_command,
+    progress_problem,
+    read_attempts,
+    read_choice,
+    read_command_row,
+    read_failure,
+    read_list,
+    read_progress,
+    read_text_set,
+    shown,
 )
-from chongming_core._decoding import read_choice, read_list, read_text_set, shown
-from chongming_core._failure import read_failure
-from chongming_core._json import progress_problem
-from chongming_core._records import read_attempts, read_progress
 from chongming_store_postgres._fetching import Unloadable
 
 __all__ = [
@@ -434,26 +440,10 @@ def command_params(c: Command) -> dict[str, Any]:
     }
 
 
-#: The stored columns of a command row, in the order `command_from_row` reads them.
-COMMAND_COLUMNS: tuple[str, ...] = (
-    "command_id",
-    "task_id",
-    "action",
-    "issued_by",
-    "issued_at",
-    "reason",
-    "bucket",
-    "claimed_by",
-    "lease_until",
-    "completed_at",
-    "result",
-)
-
-
 def command_from_row(row: Sequence[Any]) -> Command:
     """The command of a row selected with `COMMAND_COLUMNS` through `command_cursor`,
-    whatever it holds (see `read_command`)."""
-    return read_command(dict(zip(COMMAND_COLUMNS, row[: len(COMMAND_COLUMNS)], strict=True)))
+    whatever it holds (see `read_command_row`)."""
+    return read_command_row(row)
 
 
 class _LenientTimestamptz(TimestamptzLoader):

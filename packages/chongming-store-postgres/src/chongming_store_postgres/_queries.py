@@ -12,7 +12,8 @@ from typing import Any, Final, LiteralString
 from psycopg import sql
 
 from chongming_core import TaskQuery
-from chongming_store_postgres._codec import COMMAND_COLUMNS, TASK_COLUMNS
+from chongming_core.backend import COMMAND_COLUMNS
+from chongming_store_postgres._codec import TASK_COLUMNS
 from chongming_store_postgres._schema import table_names
 
 __all__ = ["Statements", "task_filter"]

@@ -9,7 +9,7 @@
 * A call whose connection is lost while it runs is repeated once on a fresh
   connection, told ``retrying=True`` so that it can prove whether the lost
   attempt had committed (see `_writes.apply_writes` and the command methods).
-* Every other driver error becomes a `StoreError` (see `_translate`).
+* Every other driver error becomes a `StoreError` (see `_errors`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ import psycopg
 import psycopg_pool
 
 from chongming_core import StoreError
-from chongming_store_postgres._translate import ErrorContext, is_connection_lost, rolled_back
+from chongming_store_postgres._errors import ErrorContext, is_connection_lost, rolled_back
 
 __all__ = ["Conn", "Runner"]
 

@@ -63,8 +63,8 @@ from chongming_core import (
     Transition,
     UnreadableRow,
 )
-from chongming_core._decoding import shown
-from chongming_core._unreadable import stored_id
+from chongming_core.backend import shown, stored_id, validate_keep_terminal
+from chongming_store_postgres import _housekeeping as H
 from chongming_store_postgres import _queries as Q
 from chongming_store_postgres import _writes as W
 from chongming_store_postgres._codec import (
@@ -87,11 +87,11 @@ from chongming_store_postgres._dsn import (
     redact_dsn,
     validate_options,
 )
+from chongming_store_postgres._errors import ErrorContext
 from chongming_store_postgres._fetching import fetch_all
 from chongming_store_postgres._listen import CommandListener, channel_name
 from chongming_store_postgres._runner import Conn, Runner
 from chongming_store_postgres._schema import check_schema, ensure_schema
-from chongming_store_postgres._translate import ErrorContext
 
 __all__ = ["PostgresTaskStore"]
 
@@ -569,19 +569,19 @@ class PostgresTaskStore(TaskStore):
     def prune(self, keep_terminal: int) -> int:
         """See `TaskStore.prune`: the tasks are chosen once, then deleted in batches of
         `PRUNE_BATCH_TASKS`, one short transaction each."""
-        keep = W.validate_keep(keep_terminal)
+        keep = validate_keep_terminal(keep_terminal)
         self._check_open()
 
         def choose(conn: Conn, retrying: bool) -> list[tuple[str, datetime]]:
-            return W.prune_candidates(conn, self._q, keep)
+            return H.prune_candidates(conn, self._q, keep)
 
         doomed = self._run(f"choosing the tasks to prune to {keep} terminal tasks", choose)
         deleted = 0
-        for start in range(0, len(doomed), W.PRUNE_BATCH_TASKS):
-            batch = doomed[start : start + W.PRUNE_BATCH_TASKS]
+        for start in range(0, len(doomed), H.PRUNE_BATCH_TASKS):
+            batch = doomed[start : start + H.PRUNE_BATCH_TASKS]
 
             def body(conn: Conn, retrying: bool, batch: Sequence[Any] = batch) -> int:
-                return W.prune_batch(conn, self._q, batch)
+                return H.prune_batch(conn, self._q, batch)
 
             deleted += self._run(f"pruning {len(batch)} tasks", body)
         return deleted
@@ -593,7 +593,7 @@ class PostgresTaskStore(TaskStore):
             raise StoreError("archive: finished_before must be a timezone-aware datetime")
 
         def body(conn: Conn, retrying: bool) -> int:
-            return W.archive(conn, self._q, self._schema, finished_before, path)
+            return H.archive(conn, self._q, self._schema, finished_before, path)
 
         return self._run(f"archiving history to {os.fspath(path)!r}", body)
 

@@ -1,4 +1,4 @@
-"""Snapshot writes (create, compare-and-set save, group commit) and housekeeping.
+"""Snapshot writes: create, compare-and-set save and the group commit.
 
 Each write is one statement that changes the task row and appends its
 transitions only if the row changed (a data-modifying CTE), so a single `save`
@@ -12,51 +12,26 @@ earlier ones.
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Sequence
-from datetime import datetime
 from typing import Any
 
 import psycopg
 
-from chongming_core import (
-    TERMINAL_STATUSES,
-    ConcurrencyConflict,
-    ConfigurationError,
-    SnapshotWrite,
-    Transition,
-)
-from chongming_core._json import portable_json
-from chongming_core._store import write_jsonl
+from chongming_core import ConcurrencyConflict, SnapshotWrite, Transition
+from chongming_core.backend import portable_json, version_conflict
 from chongming_store_postgres._codec import (
     snapshot_from_row,
     snapshot_params,
     transition_arrays,
     transition_from_row,
 )
-from chongming_store_postgres._fetching import lenient_loaders
 from chongming_store_postgres._queries import BATCH_TYPES, Statements
 
-__all__ = [
-    "PRUNE_BATCH_TASKS",
-    "Prepared",
-    "apply_writes",
-    "archive",
-    "prepare",
-    "prune_batch",
-    "prune_candidates",
-    "validate_keep",
-]
+__all__ = ["Conn", "Prepared", "apply_writes", "conflict", "prepare"]
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 #: A rendered statement and its parameters.
 Prepared = tuple[bytes, dict[str, Any]]
-_TERMINAL = sorted(s.value for s in TERMINAL_STATUSES)
-#: Tasks deleted per transaction by `prune` (a task is about five rows with its history),
-#: so that a prune of a million tasks never holds row locks for long.
-PRUNE_BATCH_TASKS = 1000
-#: Rows converted to Python objects at a time when reading a long result.
-_FETCH_SLICE = 10_000
 
 
 def prepare(
@@ -108,25 +83,8 @@ def batch_params(
 
 
 def conflict(write: SnapshotWrite, actual: int | None) -> ConcurrencyConflict:
-    """The conflict of a write that was not applied (messages as `InMemoryTaskStore`)."""
-    task_id = write.snapshot.task_id
-    if write.expect_version is None:
-        message = (
-            f"task {task_id!r} already exists; task ids are never reused, submit under a new id"
-        )
-    elif actual is None:
-        message = (
-            f"task {task_id!r} does not exist in the store (it was never created "
-            "or has been pruned)"
-        )
-    else:
-        message = (
-            f"task {task_id!r} is at version {actual}, not {write.expect_version}: "
-            "another writer changed it; reload and retry"
-        )
-    return ConcurrencyConflict(
-        message, task_id=task_id, expected=write.expect_version, actual=actual
-    )
+    """The conflict of a write that was not applied (worded as by every store)."""
+    return version_conflict(write.snapshot.task_id, expected=write.expect_version, actual=actual)
 
 
 def apply_writes(
@@ -187,69 +145,3 @@ def _stored_is(conn: Conn, q: Statements, write: SnapshotWrite) -> bool:
     decoded = (transition_from_row(r) for r in rows)
     stored = {t.status_version: t for t in decoded if isinstance(t, Transition)}
     return all(stored.get(t.status_version) == t for t in write.transitions)
-
-
-def validate_keep(keep_terminal: object) -> int:
-    """Check `prune`'s argument."""
-    if isinstance(keep_terminal, bool) or not isinstance(keep_terminal, int) or keep_terminal < 0:
-        raise ConfigurationError(f"keep_terminal must be an integer >= 0, got {keep_terminal!r}")
-    return keep_terminal
-
-
-def prune_candidates(conn: Conn, q: Statements, keep: int) -> list[tuple[str, datetime]]:
-    """The terminal tasks to delete (all but the `keep` latest-finished), with their ends.
-
-    Read through a server-side cursor a slice at a time: receiving a million rows at
-    once would keep other Python threads from running for seconds.
-    """
-    doomed: list[tuple[str, datetime]] = []
-    with conn.transaction(), conn.cursor(name="chongming_prune") as cursor:
-        cursor.execute(q.prune_select, {"terminal": _TERMINAL, "keep": keep})
-        while rows := cursor.fetchmany(_FETCH_SLICE):
-            doomed.extend((row[0], row[1]) for row in rows)
-    return doomed
-
-
-def prune_batch(conn: Conn, q: Statements, batch: Sequence[tuple[str, datetime]]) -> int:
-    """Delete one batch of `prune_candidates` (one statement); returns how many went.
-
-    A task that is no longer terminal with the same end (revived meanwhile) is kept.
-    """
-    params = {
-        "terminal": _TERMINAL,
-        "task_ids": [task_id for task_id, _ in batch],
-        "ended": [ended for _, ended in batch],
-    }
-    row = conn.execute(q.prune_batch, params).fetchone()
-    return 0 if row is None else int(row[0])
-
-
-def archive(
-    conn: Conn, q: Statements, schema: str, finished_before: datetime, path: str | os.PathLike[str]
-) -> int:
-    """Move old history of finished tasks to `path` (JSON Lines, fsynced), then delete it.
-
-    One transaction under a per-schema advisory lock, so two archivers never write
-    the same transition twice; rows are deleted only after the file is synced.
-    """
-    with conn.transaction():
-        conn.execute(q.lock_archive, {"key": f"chongming-archive:{schema}"})
-        moved: list[Transition] = []
-        with conn.cursor(name="chongming_archive") as cursor:  # a slice at a time, see prune
-            lenient_loaders(cursor)  # a time Python cannot hold must not stop the archive
-            cursor.execute(q.archive_select, {"terminal": _TERMINAL, "before": finished_before})
-            while rows := cursor.fetchmany(_FETCH_SLICE):
-                # a row that cannot be decoded is neither written nor deleted: it stays in
-                # the store, where `history` names it
-                decoded = (transition_from_row(row) for row in rows)
-                moved.extend(t for t in decoded if isinstance(t, Transition))
-        write_jsonl(path, moved)
-        if moved:
-            conn.execute(
-                q.archive_delete,
-                {
-                    "task_ids": [t.task_id for t in moved],
-                    "versions": [t.status_version for t in moved],
-                },
-            )
-    return len(moved)

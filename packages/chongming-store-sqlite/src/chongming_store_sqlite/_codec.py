@@ -36,17 +36,20 @@ from chongming_core import (
     StoreError,
     TaskSnapshot,
     Transition,
+)
+from chongming_core.backend import (
+    COMMAND_COLUMNS,
     Undecodable,
     UnreadableRow,
     decode_row,
-    read_command,
+    progress_problem,
+    read_command_row,
+    shown,
 )
-from chongming_core._decoding import shown
-from chongming_core._json import progress_problem
 from chongming_store_sqlite._search import search_key
 
 __all__ = [
-    "COMMAND_COLUMNS",
+    "COMMAND_SELECT",
     "SNAPSHOT_COLUMNS",
     "TRANSITION_COLUMNS",
     "EncodedWrite",
@@ -73,11 +76,8 @@ SNAPSHOT_COLUMNS = (
 )
 #: The columns `transition_from_row` reads, in order.
 TRANSITION_COLUMNS = "task_id, status_version, from_status, to_status, trigger, actor, reason, at"
-#: The columns `command_from_row` reads, in order.
-COMMAND_COLUMNS = (
-    "command_id, task_id, action, issued_by, issued_at, reason, bucket, "
-    "claimed_by, lease_until, completed_at, result"
-)
+#: The columns `command_from_row` reads, in order (the core's `COMMAND_COLUMNS`).
+COMMAND_SELECT = ", ".join(COMMAND_COLUMNS)
 
 
 def micros(value: datetime, what: str) -> int:
@@ -320,7 +320,7 @@ def _transition(row: Sequence[Any]) -> Transition:
 
 
 def command_row(command: Command) -> tuple[object, ...]:
-    """The row of a new command: `COMMAND_COLUMNS` plus ``lease_until_us`` at the end."""
+    """The row of a new command: `COMMAND_SELECT` plus ``lease_until_us`` at the end."""
     return (
         command.command_id,
         command.task_id,
@@ -338,14 +338,9 @@ def command_row(command: Command) -> tuple[object, ...]:
 
 
 def command_from_row(row: Sequence[Any], **leased: Any) -> Command:
-    """A `Command` from a row of `COMMAND_COLUMNS` read under `lenient_text`, whatever
-    its columns hold (see `read_command`); `leased` replaces columns a claim just wrote."""
-    values = dict(zip(_COMMAND_FIELDS, row, strict=True))
-    values.update(leased)
-    return read_command(values)
-
-
-_COMMAND_FIELDS = tuple(name.strip() for name in COMMAND_COLUMNS.split(","))
+    """A `Command` from a row of `COMMAND_SELECT` read under `lenient_text`, whatever
+    its columns hold (see `read_command_row`); `leased` replaces columns a claim just wrote."""
+    return read_command_row(row, **leased)
 
 
 def _lenient(data: bytes) -> str | Undecodable:

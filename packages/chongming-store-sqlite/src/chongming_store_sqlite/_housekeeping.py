@@ -13,7 +13,7 @@ import sqlite3
 from collections.abc import Callable
 
 from chongming_core import StoreError, Transition
-from chongming_core._store import write_jsonl
+from chongming_core.backend import write_jsonl
 from chongming_store_sqlite import _schema as sql
 from chongming_store_sqlite._codec import TRANSITION_COLUMNS, transition_from_row
 from chongming_store_sqlite._fetching import fetch_all

@@ -27,12 +27,10 @@ from chongming_core import (
     Transition,
     UnreadableRow,
 )
-from chongming_core._decoding import shown
-from chongming_core._store import validate_keep_terminal
-from chongming_core._unreadable import stored_id
+from chongming_core.backend import shown, stored_id, validate_keep_terminal
 from chongming_store_sqlite import _schema as sql
 from chongming_store_sqlite._codec import (
-    COMMAND_COLUMNS,
+    COMMAND_SELECT,
     SNAPSHOT_COLUMNS,
     TRANSITION_COLUMNS,
     command_from_row,
@@ -51,7 +49,7 @@ from chongming_store_sqlite._fetching import fetch_all
 from chongming_store_sqlite._housekeeping import archive_batches, prune_batches
 from chongming_store_sqlite._opening import connect, initialise, prepare_file
 from chongming_store_sqlite._pool import ConnectionPool, PoolClosed
-from chongming_store_sqlite._query import (
+from chongming_store_sqlite._queries import (
     SEARCH_FUNCTION,
     chunks,
     placeholders,
@@ -459,7 +457,7 @@ class SqliteTaskStore(TaskStore):
             self._check_open()
             return []
         base = (
-            f"SELECT seq, {COMMAND_COLUMNS} FROM commands WHERE completed_at IS NULL "
+            f"SELECT seq, {COMMAND_SELECT} FROM commands WHERE completed_at IS NULL "
             "AND (claimed_by IS NULL OR lease_until_us IS NULL OR lease_until_us <= ?)"
         )
         base_params: list[object] = [now_us]
@@ -536,7 +534,7 @@ class SqliteTaskStore(TaskStore):
             clauses.append("completed_at IS NULL")
         where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
         params.append(-1 if limit is None else limit)
-        statement = f"SELECT {COMMAND_COLUMNS} FROM commands{where} ORDER BY seq LIMIT ?"
+        statement = f"SELECT {COMMAND_SELECT} FROM commands{where} ORDER BY seq LIMIT ?"
         with self._reading("listing commands") as conn, lenient_text(conn):
             rows = conn.execute(statement, params).fetchall()
         return [command_from_row(r) for r in rows]

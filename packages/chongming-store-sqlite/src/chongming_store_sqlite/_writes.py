@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from chongming_core import ConcurrencyConflict, ConfigurationError, Progress, StoreError
-from chongming_core._json import progress_problem
+from chongming_core.backend import progress_problem, version_conflict
 from chongming_store_sqlite import _schema as sql
 from chongming_store_sqlite._codec import EncodedWrite, dumps, iso, micros
-from chongming_store_sqlite._query import chunks, placeholders
+from chongming_store_sqlite._queries import chunks, placeholders
 
 __all__ = ["apply_writes", "touch_row"]
 
@@ -26,28 +26,12 @@ __all__ = ["apply_writes", "touch_row"]
 def _conflict(
     item: EncodedWrite, actual: int | None, *, damaged: bool = False
 ) -> ConcurrencyConflict:
-    task_id = item.task_id
-    if damaged and item.expect_version is not None:
-        message = (
-            f"the row of task {task_id!r} holds no integer status_version (it is damaged), "
-            f"so it cannot be compared with version {item.expect_version} and is not replaced"
-        )
-    elif item.expect_version is None:
-        message = (
-            f"task {task_id!r} already exists; task ids are never reused, submit under a new id"
-        )
-    elif actual is None:
-        message = (
-            f"task {task_id!r} does not exist in the store (it was never created "
-            "or has been pruned)"
-        )
-    else:
-        message = (
-            f"task {task_id!r} is at version {actual}, not {item.expect_version}: "
-            "another writer changed it; reload and retry"
-        )
-    return ConcurrencyConflict(
-        message, task_id=task_id, expected=item.expect_version, actual=actual
+    return version_conflict(
+        item.task_id,
+        expected=item.expect_version,
+        actual=actual,
+        # a damaged row (text there) has no version any writer can expect
+        unreadable="its row holds no integer status_version" if damaged else None,
     )
 
 

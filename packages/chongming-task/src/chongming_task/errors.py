@@ -1,4 +1,4 @@
-"""The error hierarchy (guide §10); see `chongming_core._errors` for the tree."""
+"""The error hierarchy (guide §10); see `chongming_core.TaskError` for the tree."""
 
 from __future__ import annotations
 
