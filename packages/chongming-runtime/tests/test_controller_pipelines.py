@@ -42,9 +42,7 @@ def _register_etl(controller: Controller, seen: dict[str, Any]) -> threading.Eve
     release = threading.Event()
 
     def fetch(ctx: Any, day: str) -> list[int]:
-        while not release.is_set():
-            ctx.checkpoint()
-            release.wait(0.005)
+        checkpoint_until(ctx, release)
         return [1, 2, 3]
 
     def transform(ctx: Any, index: int) -> int:
@@ -124,9 +122,7 @@ def test_fail_fast_cancels_released_nodes_and_skips_the_rest(controller: Control
 
     def slow(ctx: Any) -> str:
         started.set()
-        while not gate.is_set():
-            ctx.checkpoint()
-            gate.wait(0.005)
+        checkpoint_until(ctx, gate)
         return "slow"
 
     def boom(ctx: Any) -> None:
@@ -168,9 +164,7 @@ def test_an_operator_stop_is_stopped_not_cancelled(controller: Controller) -> No
     gate = threading.Event()
 
     def wait_forever(ctx: Any) -> None:
-        while not gate.is_set():
-            ctx.checkpoint()
-            gate.wait(0.005)
+        checkpoint_until(ctx, gate)
 
     controller.register("wait", wait_forever)
     controller.register("next", lambda ctx: 1)
@@ -192,9 +186,7 @@ def test_a_blocked_node_can_be_stopped_directly(controller: Controller) -> None:
     gate = threading.Event()
 
     def hold(ctx: Any) -> int:
-        while not gate.is_set():
-            ctx.checkpoint()
-            gate.wait(0.005)
+        checkpoint_until(ctx, gate)
         return 1
 
     controller.register("hold", hold)
