@@ -211,7 +211,9 @@ def test_concurrent_durable_writes_share_transactions(
         thread.join(timeout=20)
     assert all(not t.is_alive() for t in threads)
     assert store.status_counts() == {TaskStatus.STOPPED: 64}
-    assert len(store.batches) == 2, [len(batch) for batch in store.batches]
+    # the first commit, then every write recorded while it was held (one commit only when
+    # all 64 were recorded before the first flush took the inbox); one per task is 64
+    assert len(store.batches) <= 2, [len(batch) for batch in store.batches]
     assert sorted(t for batch in store.batches for t in batch) == sorted(
         m.task_id for m in machines
     )
