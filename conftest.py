@@ -3,15 +3,26 @@
 Postgres tests take the `postgres_dsn` fixture. Without `CHONGMING_TEST_POSTGRES`
 they are skipped locally; with `CHONGMING_REQUIRE_POSTGRES=1` (set by CI) a
 skipped Postgres test is a failure.
+
+Every `Controller` and `StoreWriter` a test makes comes from `make_controller` /
+`make_writer` (or `closer`): they are closed at teardown even when the test failed, and a
+close that hangs fails the test instead of the suite. The runtime is imported only when
+one of these fixtures is used, so core's tests still run where only core is installed.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+if TYPE_CHECKING:
+    from chongming_runtime import Controller
+    from chongming_runtime._writer import StoreWriter
+    from chongming_runtime.testing import Closer
 
 settings.register_profile(
     "ci",
@@ -38,6 +49,28 @@ def postgres_dsn() -> str:
             pytest.fail(f"Postgres tests are required here but {message}")
         pytest.skip(message)
     return dsn
+
+
+@pytest.fixture
+def closer() -> Iterator[Closer]:
+    """A `Closer`: what it makes (or is given) is closed at teardown, each close bounded."""
+    from chongming_runtime.testing import Closer  # noqa: PLC0415 (core-only environments)
+
+    made = Closer()
+    yield made
+    made.close()
+
+
+@pytest.fixture
+def make_controller(closer: Closer) -> Callable[..., Controller]:
+    """Makes a `Controller` from keyword arguments; each is closed at teardown."""
+    return closer.controller
+
+
+@pytest.fixture
+def make_writer(closer: Closer) -> Callable[..., StoreWriter]:
+    """Makes a `StoreWriter` (store, then keyword arguments); each is closed at teardown."""
+    return closer.writer
 
 
 @pytest.hookimpl(wrapper=True)

@@ -22,6 +22,7 @@ from cli_support import Workspace, make_workspace
 
 from chongming_core import TaskStatus
 from chongming_runtime import Controller
+from chongming_runtime.testing import spin
 from chongming_store_sqlite import SqliteTaskStore
 
 LABEL = "加法😀"
@@ -53,10 +54,7 @@ def _fail(ctx: Any) -> None:
 
 def _wait_for_stop(ctx: Any, started: threading.Event) -> None:
     started.set()
-    pause = threading.Event()
-    while True:
-        ctx.checkpoint()  # raises TaskCancelled once stopped
-        pause.wait(0.005)
+    spin(ctx)  # its checkpoint raises TaskCancelled once stopped
 
 
 @pytest.fixture(scope="module")

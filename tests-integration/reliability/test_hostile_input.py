@@ -28,6 +28,7 @@ from hypothesis import strategies as st
 
 from chongming_core import ConfigurationError, StoreError, TaskSnapshot, TaskStore
 from chongming_runtime import Controller
+from chongming_runtime.testing import Closer
 from chongming_store_sqlite import SqliteTaskStore
 from reliability.reliability_support import HERE, TALLY, history_violations, run_cli
 
@@ -60,12 +61,15 @@ def check_clean(code: int, out: str, err: str, *, secret: str | None = None) -> 
 def cli_db(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A SQLite store holding a few finished tasks; the CLI's task module on sys.path."""
     db = tmp_path_factory.mktemp("cli") / "tasks.db"
+    closer = Closer()
     with SqliteTaskStore(db) as store:
-        controller = Controller(store=store)
-        controller.register("echo", lambda ctx, value=None: value)
-        for i in range(3):
-            controller.submit("echo", i, task_id=f"known-{i}", label="已知")
-        controller.close(timeout=10)
+        try:
+            controller = closer.controller(store=store)
+            controller.register("echo", lambda ctx, value=None: value)
+            for i in range(3):
+                controller.submit("echo", i, task_id=f"known-{i}", label="已知")
+        finally:
+            closer.close()
     return str(db)
 
 
@@ -369,12 +373,15 @@ def _digest(path: Path) -> str:
 
 
 def _good_store(path: Path) -> None:
+    closer = Closer()
     with SqliteTaskStore(path) as store:
-        controller = Controller(store=store)
-        controller.register("echo", _echo)
-        for i in range(40):
-            controller.submit("echo", "行" * 200, task_id=f"t{i}", label=f"标签{i}")
-        controller.close(timeout=10)
+        try:
+            controller = closer.controller(store=store)
+            controller.register("echo", _echo)
+            for i in range(40):
+                controller.submit("echo", "行" * 200, task_id=f"t{i}", label=f"标签{i}")
+        finally:
+            closer.close()
     # fold the WAL into the file, so the file alone is the database (still in WAL mode,
     # as the store leaves it)
     with contextlib.closing(sqlite3.connect(path)) as conn:

@@ -30,6 +30,7 @@ from chongming_core import (
     TouchUpdate,
 )
 from chongming_runtime import Controller
+from chongming_runtime.testing import spin
 from chongming_store_sqlite import SqliteTaskStore
 
 BUSY_TIMEOUT = 1.0
@@ -111,18 +112,12 @@ def _short(ctx: Any) -> int:
     return 1
 
 
-def _spin(ctx: Any) -> None:
-    while True:
-        ctx.checkpoint()
-        time.sleep(0.005)
-
-
 @pytest.fixture
 def node(tmp_path: Path) -> Iterator[tuple[Controller, CountingStore]]:
     store = CountingStore(tmp_path / "tasks.db", busy_timeout=BUSY_TIMEOUT)
     controller = Controller(store=store, owner="node-a", max_parallel=4)
     controller.register("short", _short)
-    controller.register("spin", _spin)
+    controller.register("spin", spin)
     assert controller.submit("short").wait(WAIT).status is S.SUCCEEDED  # the file is warm
     try:
         yield controller, store

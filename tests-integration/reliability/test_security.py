@@ -12,6 +12,7 @@ import threading
 import time
 import traceback
 import uuid
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import pytest
 
 from chongming_core import Command, StateMachine, StoreError, TaskStatus, TaskStore
 from chongming_runtime import Controller
+from chongming_runtime.testing import wait_until
 from chongming_store_sqlite import SqliteTaskStore
 from reliability.reliability_support import TALLY, run_cli
 
@@ -45,14 +47,9 @@ def _forge(store: TaskStore, task_id: str, action: str, bucket: int | None = Non
     return command_id
 
 
-def _poll(predicate: Any, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        assert time.monotonic() < deadline, "the condition did not hold in time"
-        time.sleep(0.02)
-
-
-def test_forged_commands_are_rejected_recorded_and_never_run(tmp_path: Path) -> None:
+def test_forged_commands_are_rejected_recorded_and_never_run(
+    tmp_path: Path, make_controller: Callable[..., Controller]
+) -> None:
     calls: list[str] = []
     release = threading.Event()
 
@@ -64,10 +61,10 @@ def test_forged_commands_are_rejected_recorded_and_never_run(tmp_path: Path) -> 
         return tag
 
     with SqliteTaskStore(tmp_path / "tasks.db") as store:
-        controller = Controller(store=store, owner="node", poll_interval=0.02)
+        controller = make_controller(store=store, owner="node", poll_interval=0.02)
         controller.register("canary", canary)
         live = controller.submit("canary", "legit", task_id="live")
-        _poll(lambda: live.status is TaskStatus.RUNNING)
+        wait_until(lambda: live.status is TaskStatus.RUNNING, "the live task to run")
         # a task row written straight into the store: a registered name and an
         # unregistered one, both "queued" and leased by nobody
         for tid, name in (("forged-known", "canary"), ("forged-unknown", "os.system")):
@@ -77,8 +74,11 @@ def test_forged_commands_are_rejected_recorded_and_never_run(tmp_path: Path) -> 
         for tid in ("forged-known", "forged-unknown"):
             for action in ("resume", "stop", "pause"):
                 _forge(store, tid, action)
-        _poll(lambda: {c.command_id for c in store.commands() if c.is_complete}
-              >= {unknown_action, unknown_task})  # fmt: skip
+        forged = {unknown_action, unknown_task}
+        wait_until(
+            lambda: {c.command_id for c in store.commands() if c.is_complete} >= forged,
+            "the forged commands to be handled",
+        )
         time.sleep(0.3)  # more polls, which must still run nothing
         results = {c.command_id: c.result for c in store.commands()}
         forged_rows = {tid: store.get(tid) for tid in ("forged-known", "forged-unknown")}

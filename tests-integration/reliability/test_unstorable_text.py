@@ -13,17 +13,12 @@ import pytest
 
 from chongming_core import ConfigurationError, TaskStatus, TaskStore, storable_text
 from chongming_runtime import Controller, Pipeline
+from chongming_runtime.testing import checkpoint_until
 from chongming_store_sqlite import SqliteTaskStore
 
 S = TaskStatus
 WAIT = 10.0
 BAD = "caf\udce9"  # os.fsdecode(b"caf\xe9"): a file name that was not UTF-8
-
-
-def checkpoint_until(ctx: Any, event: threading.Event) -> None:
-    while not event.is_set():
-        ctx.checkpoint()
-        event.wait(0.005)
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from typing import Any
 from chongming_core import TaskStatus
 from chongming_runtime import ProcessExecutor, TaskRun, ThreadExecutor
 from chongming_runtime.executors._base import Executor
+from chongming_runtime.testing import wait_until
 
 __all__ = [
     "EXECUTORS",
@@ -23,7 +24,6 @@ __all__ = [
     "moves",
     "started",
     "still_for",
-    "wait_until",
 ]
 
 S = TaskStatus
@@ -79,16 +79,7 @@ def moves(steps: Steps, within: float = 10.0) -> bool:
     return False
 
 
-def wait_until(predicate: Callable[[], bool], what: str, timeout: float = 30.0) -> None:
-    """Poll `predicate` every 2 ms; fail naming `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        threading.Event().wait(0.002)
-
-
 def started(run: TaskRun, steps: Steps) -> None:
     """Start `run` and wait until its body made a step."""
     run.start()
-    wait_until(lambda: steps.count() > 0, "the body's first step")
+    wait_until(lambda: steps.count() > 0, "the body's first step", timeout=30)

@@ -2,14 +2,10 @@
 
 from __future__ import annotations
 
-import threading
-from collections.abc import Callable
-from typing import Any
-
 from chongming_core import FailureKind, TaskStatus
 from chongming_runtime import TaskRun
 
-__all__ = ["path", "st", "stop_flag", "timeout_kind", "wait_for"]
+__all__ = ["path", "st", "stop_flag", "timeout_kind"]
 
 
 def path(run: TaskRun) -> list[tuple[TaskStatus, TaskStatus]]:
@@ -34,20 +30,3 @@ def stop_flag(run: TaskRun) -> bool:
     attempt = run._attempt
     assert attempt is not None
     return attempt.control.stop_requested
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Poll `predicate` every 2 ms until it holds; fail after `timeout` seconds."""
-    tick = threading.Event()
-    for _ in range(int(timeout / 0.002)):
-        if predicate():
-            return
-        tick.wait(0.002)
-    raise AssertionError("condition not reached in time")
-
-
-def checkpoint_until(ctx: Any, event: threading.Event) -> None:
-    """A task body's wait: reach a checkpoint every 5 ms until `event` is set."""
-    while not event.is_set():
-        ctx.checkpoint()
-        event.wait(0.005)

@@ -8,8 +8,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection
 from datetime import datetime
 from types import SimpleNamespace
 from typing import Any
@@ -31,40 +30,20 @@ from chongming_runtime._pipeline_run import PipelineCoordinator
 from chongming_runtime._task_run import TaskRun
 from chongming_runtime.executors import process as process_executor
 from chongming_runtime.executors._process_child import _Forwarder
+from chongming_runtime.testing import Closer, spin, wait_until
 
 S = TaskStatus
 WAIT = 10.0
 
 
-def _until(predicate: Callable[[], object], what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.005)
-
-
-def spin(ctx: Any) -> None:
-    """Runs until stopped."""
-    while True:
-        ctx.checkpoint()
-        time.sleep(0.002)
-
-
 @pytest.fixture
-def controllers() -> Iterator[Callable[..., Controller]]:
-    made: list[Controller] = []
-
+def controllers(closer: Closer) -> Callable[..., Controller]:
     def make(**kwargs: Any) -> Controller:
         kwargs.setdefault("graceful_stop", 2.0)
         kwargs.setdefault("poll_interval", 0.01)
-        controller = Controller(**kwargs)
-        made.append(controller)
-        return controller
+        return closer.controller(**kwargs)
 
-    yield make
-    for controller in reversed(made):
-        controller.close(timeout=WAIT)
+    return make
 
 
 def _failures(controller: Controller, operation: str) -> list[str]:
@@ -89,11 +68,11 @@ def test_a_row_nobody_can_read_is_rejected_and_the_stop_after_it_is_applied(
     worker = controllers(store=store, owner="worker")
     worker.register("spin", spin)
     run = worker.submit("spin", task_id="job-1")
-    _until(lambda: store.get("job-1") is not None, "the task to reach the store")
+    wait_until(lambda: store.get("job-1") is not None, "the task to reach the store")
     clock = FakeClock()
     forged = new_command(task_id="job-1", action="stop", issued_by="mallory", clock=clock)
     store.submit_command(dataclasses.replace(forged, **{column: value}))  # type: ignore[arg-type]
-    _until(lambda: _failures(worker, "command row"), "the unreadable row to be met")
+    wait_until(lambda: _failures(worker, "command row"), "the unreadable row to be met")
     assert worker._poller.running  # the channel outlived the row
 
     console = controllers(store=store, owner="console")
@@ -152,8 +131,8 @@ def test_no_exception_of_a_poll_ends_the_command_poller(
     worker = controllers(store=store, owner="worker")
     worker.register("spin", spin)
     run = worker.submit("spin", task_id="job-1")
-    _until(lambda: not store.raises, "the three failing polls")
-    _until(lambda: store.get("job-1") is not None, "the task to reach the store")
+    wait_until(lambda: not store.raises, "the three failing polls")
+    wait_until(lambda: store.get("job-1") is not None, "the task to reach the store")
     console = controllers(store=store, owner="console")
     assert console.stop("job-1") is True
     assert run.wait(WAIT).status is S.STOPPED
@@ -180,8 +159,8 @@ def test_a_run_of_failed_polls_is_recorded_once_and_logged_each_time(
     )
     with caplog.at_level(logging.WARNING, logger="chongming_task.commands"):
         poller.start()
-        _until(lambda: not store.raises, "the failing polls")
-        _until(lambda: len(reported) == 2, "both reports")
+        wait_until(lambda: not store.raises, "the failing polls")
+        wait_until(lambda: len(reported) == 2, "both reports")
         poller.stop()
     assert reported == [
         ("command poll", "StoreError: store unavailable (simulated); polling goes on"),
@@ -210,19 +189,19 @@ def test_no_exception_of_a_tick_ends_the_touch_timer(
 
     monkeypatch.setattr(Controller, "_touch_all", once)
     run = worker.submit("spin", task_id="job-1")
-    _until(raised.is_set, "the failing tick")
-    _until(lambda: run.status is S.RUNNING, "the task to run")
+    wait_until(raised.is_set, "the failing tick")
+    wait_until(lambda: run.status is S.RUNNING, "the task to run")
 
     def stored_lease() -> object:
         stored = store.get("job-1")
         return stored is not None and stored.lease_until is not None
 
     # the writer takes the running task to the store a moment after its status changed
-    _until(stored_lease, "the task's lease in the store")
+    wait_until(stored_lease, "the task's lease in the store")
     first = store.get("job-1")
     assert first is not None
     assert first.lease_until is not None
-    _until(
+    wait_until(
         lambda: store.get("job-1").lease_until > first.lease_until,  # type: ignore[union-attr,operator]
         "a lease renewal after the failing tick",
     )
@@ -231,9 +210,10 @@ def test_no_exception_of_a_tick_ends_the_touch_timer(
 
 def test_a_failing_tick_on_a_fake_clock_is_recorded_and_the_next_one_runs(
     monkeypatch: pytest.MonkeyPatch,
+    make_controller: Callable[..., Controller],
 ) -> None:
     clock = FakeClock()
-    controller = Controller(store=InMemoryTaskStore(), clock=clock, touch_interval=1.0)
+    controller = make_controller(store=InMemoryTaskStore(), clock=clock, touch_interval=1.0)
     controller.register("spin", spin)
     ticks: list[str] = []
     original = Controller._touch_all
@@ -263,7 +243,7 @@ def test_a_pause_command_that_raises_is_recorded_not_left_to_a_traceback(
     worker = controllers(store=store, owner="worker")
     worker.register("spin", spin)
     run = worker.submit("spin", task_id="job-1")
-    _until(lambda: store.get("job-1") is not None, "the task to reach the store")
+    wait_until(lambda: store.get("job-1") is not None, "the task to reach the store")
 
     def broken(*args: Any, **kwargs: Any) -> bool:
         raise RuntimeError("pause bug")
@@ -273,7 +253,7 @@ def test_a_pause_command_that_raises_is_recorded_not_left_to_a_traceback(
     console = controllers(store=store, owner="console")
     console.pause("job-1")
     operation = "the pause command of task 'job-1'"
-    _until(lambda: _failures(worker, operation), "the failing pause")
+    wait_until(lambda: _failures(worker, operation), "the failing pause")
     assert _failures(worker, operation) == ["RuntimeError: pause bug"]
     (row,) = [c for c in store.commands() if c.task_id == "job-1"]
     assert row.result == "rejected: RuntimeError: pause bug"
@@ -302,7 +282,7 @@ def test_a_pipeline_step_that_fails_is_listed_for_the_operator(
     first = pipeline.node("first", node_id="first")
     pipeline.node("then", node_id="then", depends_on=[first])
     prun = controller.submit_pipeline(pipeline)
-    _until(lambda: _failures(controller, "pipeline step _release('then')"), "the failed step")
+    wait_until(lambda: _failures(controller, "pipeline step _release('then')"), "the failed step")
     assert _failures(controller, "pipeline step _release('then')") == [
         "RuntimeError: cannot release then"
     ]
@@ -347,8 +327,8 @@ def test_a_failed_send_does_not_end_the_heartbeat_forwarder() -> None:
     forwarder = _Forwarder(Sender(), 0.005)  # type: ignore[arg-type]
     forwarder.start(ctx)  # type: ignore[arg-type]
     ctx.last_beat = 1.0  # the first beat's send fails
-    _until(lambda: calls >= 1, "the failing send")
+    wait_until(lambda: calls >= 1, "the failing send")
     ctx.last_beat = 2.0
-    _until(lambda: sent, "a later beat to be forwarded")
+    wait_until(lambda: sent, "a later beat to be forwarded")
     forwarder.close()
     assert sent[0] == ("beat",)

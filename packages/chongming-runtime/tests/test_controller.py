@@ -22,68 +22,30 @@ from chongming_core import (
 from chongming_runtime._controller import Controller
 from chongming_runtime._table import render_table
 from chongming_runtime._task_run import TaskRun
+from chongming_runtime.testing import Closer, Gate, wait_until
 
 S = TaskStatus
 WAIT = 10.0
 
 
-class Gate:
-    """Lets a test hold task bodies at a checkpoint loop and release them."""
-
-    def __init__(self) -> None:
-        self.open = threading.Event()
-        self.started: list[str] = []
-        self.lock = threading.Lock()
-        self.running = threading.Semaphore(0)
-
-    def body(self, ctx: Any, name: str = "x") -> str:
-        with self.lock:
-            self.started.append(name)
-        self.running.release()
-        while not self.open.is_set():
-            ctx.checkpoint()
-            self.open.wait(0.005)
-        ctx.checkpoint()
-        return name
-
-    def wait_started(self, n: int = 1) -> None:
-        for _ in range(n):
-            assert self.running.acquire(timeout=WAIT), "a task body did not start in time"
-
-
 @pytest.fixture
 def gate() -> Iterator[Gate]:
-    g = Gate()
+    g = Gate(timeout=WAIT)
     yield g
-    g.open.set()
+    g.release()
 
 
 @pytest.fixture
-def make_controller() -> Iterator[Callable[..., Controller]]:
-    made: list[Controller] = []
-
+def make_controller(closer: Closer) -> Callable[..., Controller]:
     def make(**kwargs: Any) -> Controller:
         kwargs.setdefault("graceful_stop", 2.0)
-        controller = Controller(**kwargs)
-        made.append(controller)
-        return controller
+        return closer.controller(**kwargs)
 
-    yield make
-    for controller in made:
-        controller.close(timeout=WAIT)
+    return make
 
 
 def _statuses(run: TaskRun) -> list[TaskStatus]:
     return [t.to_status for t in run.transitions]
-
-
-def _until(predicate: Callable[[], bool], what: str) -> None:
-    done = threading.Event()
-    for _ in range(2000):
-        if predicate():
-            return
-        done.wait(0.005)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 # ---------------------------------------------------------------- registration
@@ -136,18 +98,18 @@ def test_register_module_and_register_all_use_task_specs(
     assert run.snapshot.tags == frozenset({"io"})
 
 
-def test_inline_executor_is_refused() -> None:
+def test_inline_executor_is_refused(closer: Closer) -> None:
     from chongming_runtime.executors.inline import InlineExecutor
 
     with pytest.raises(ConfigurationError, match="InlineExecutor"):
-        Controller(executor=InlineExecutor())
+        closer.controller(executor=InlineExecutor())
 
 
 @pytest.mark.parametrize("value", [0, float("inf"), float("nan")])
-def test_a_pause_timeout_that_is_no_window_is_refused_at_once(value: float) -> None:
+def test_a_pause_timeout_that_is_no_window_is_refused_at_once(value: float, closer: Closer) -> None:
     # refused here, not at the first submit: no pause() could return within it
     with pytest.raises(ConfigurationError, match="pause_timeout must be > 0 seconds and finite"):
-        Controller(pause_timeout=value)
+        closer.controller(pause_timeout=value)
 
 
 # ---------------------------------------------------------------- submit and queries
@@ -329,7 +291,7 @@ def test_a_pause_between_admission_and_start_gives_the_slot_and_the_admission_ba
     monkeypatch.setattr(TaskRun, "_kick", kick)
     runs = {name: controller.submit("t", name, task_id=name) for name in "ABC"}
     gates["A"].set()  # A's finish admits B; B is paused before it starts; C gets the slot
-    _until(lambda: runs["C"].status is S.RUNNING, "C running")
+    wait_until(lambda: runs["C"].status is S.RUNNING, "C running")
     assert paused_in_window == [True]
     assert runs["B"].status is S.PAUSED
     assert controller.resume("B")
@@ -376,7 +338,7 @@ def test_a_late_paused_event_neither_frees_the_slot_of_a_restarted_run_nor_unque
     controller.register("t", gated.body)
     a = controller.submit("t", "A", task_id="A")
     b = controller.submit("t", "B", task_id="B")
-    _until(lambda: a.status is S.RUNNING, "A running")
+    wait_until(lambda: a.status is S.RUNNING, "A running")
     slow = _HoldsPaused()
     b.add_listener(slow)
     pausing = threading.Thread(target=controller.pause, args=("B",), daemon=True)
@@ -384,7 +346,7 @@ def test_a_late_paused_event_neither_frees_the_slot_of_a_restarted_run_nor_unque
     assert slow.entered.wait(WAIT)  # B is paused; the pausing thread is still telling it
     assert controller.resume("B")  # B is queued again; its events wait behind the pause's
     gates["A"].set()  # A's finish gives B the slot
-    _until(lambda: b.status is S.RUNNING, "B running")
+    wait_until(lambda: b.status is S.RUNNING, "B running")
     d = controller.submit("t", "D", task_id="D")
     slow.release.set()  # the late `paused` and `queued` of B reach the controller now
     pausing.join(WAIT)
@@ -413,7 +375,7 @@ def test_a_late_paused_event_does_not_take_a_requeued_run_out_of_the_queue() -> 
     controller.register("t", lambda ctx, name: gate.wait(WAIT) and name)
     a = controller.submit("t", "A", task_id="A")
     b = controller.submit("t", "B", task_id="B")
-    _until(lambda: a.status is S.RUNNING, "A running")
+    wait_until(lambda: a.status is S.RUNNING, "A running")
     pausing = threading.Thread(target=controller.pause, args=("B",), daemon=True)
     pausing.start()
     assert slow.entered.wait(WAIT)
@@ -547,8 +509,10 @@ def test_stop_of_a_queued_task_is_immediate_and_its_body_never_runs(
     assert "queued" not in gate.started
 
 
-def test_stop_all_counts_requests_and_close_stops_queued_without_running_them(gate: Gate) -> None:
-    controller = Controller(max_parallel=1, graceful_stop=2.0)
+def test_stop_all_counts_requests_and_close_stops_queued_without_running_them(
+    gate: Gate, closer: Closer
+) -> None:
+    controller = closer.controller(max_parallel=1, graceful_stop=2.0)
     controller.register("job", gate.body)
     running = controller.submit("job", "running")
     waiting = [controller.submit("job", f"w{i}") for i in range(3)]
@@ -628,7 +592,7 @@ def test_retry_of_a_task_not_held_here_says_whether_it_exists(
 
 
 def test_artifact_folders_of_controller_tasks(
-    make_controller: Callable[..., Controller], tmp_path: Path
+    make_controller: Callable[..., Controller], tmp_path: Path, closer: Closer
 ) -> None:
     """A controller task gets a folder per attempt from Controller(artifact_dir=...), and
     without one the failure names the Controller as a place to give it."""
@@ -837,11 +801,12 @@ def _fails_once() -> Callable[[Any], str]:
 
 def test_a_submit_that_races_close_is_refused_not_left_behind(
     monkeypatch: pytest.MonkeyPatch,
+    closer: Closer,
 ) -> None:
     """close() snapshots the runs it stops and waits for; a submit that checked "not closing"
     just before must not slip a run in after that snapshot (close would neither wait for it
     nor keep the store open for its writes)."""
-    controller = Controller(store=InMemoryTaskStore(), max_parallel=2)
+    controller = closer.controller(store=InMemoryTaskStore(), max_parallel=2)
     controller.register("noop", lambda ctx: "ok")
     closed: list[list[Any]] = []
     real_new_id = controller._new_task_id
@@ -862,10 +827,11 @@ def test_a_submit_that_races_close_is_refused_not_left_behind(
 
 def test_an_interrupted_dispatch_still_starts_the_other_runs_it_had_taken(
     monkeypatch: pytest.MonkeyPatch,
+    closer: Closer,
 ) -> None:
     """A Ctrl-C while the main thread starts runs that each hold a slot: the runs after the
     interrupted one are started elsewhere, never left admitted, unstarted and holding slots."""
-    controller = Controller(store=InMemoryTaskStore(), max_parallel=2)
+    controller = closer.controller(store=InMemoryTaskStore(), max_parallel=2)
     try:
         controller.register("noop", lambda ctx: "ok")
         taken: list[TaskRun] = []
@@ -962,14 +928,14 @@ def test_waits_that_run_out_of_time_say_how_many_and_which_tasks_are_unfinished(
     assert [o.status for o in controller.wait_all(timeout=WAIT)] == [S.STOPPED, S.SUCCEEDED]
 
 
-def test_close_that_runs_out_of_time_says_which_tasks_are_unfinished() -> None:
+def test_close_that_runs_out_of_time_says_which_tasks_are_unfinished(closer: Closer) -> None:
     release, entered = threading.Event(), threading.Event()
 
     def deaf(ctx: Any) -> None:
         entered.set()
         release.wait(WAIT)  # never calls checkpoint()
 
-    controller = Controller(max_parallel=2, graceful_stop=WAIT)
+    controller = closer.controller(max_parallel=2, graceful_stop=WAIT)
     controller.register("deaf", deaf)
     controller.submit("deaf", task_id="d")
     assert entered.wait(WAIT)

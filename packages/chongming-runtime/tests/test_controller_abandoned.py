@@ -10,7 +10,7 @@ an execution slot", §8.2) and starts nothing in their place (design D54).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -64,9 +64,10 @@ def bodies() -> Iterator[Bodies]:
         event.set()
 
 
-def _controller(clock: FakeClock, **kwargs: Any) -> Controller:
-    controller = Controller(store=InMemoryTaskStore(), clock=clock, graceful_stop=1.0, **kwargs)
-    return controller
+def _controller(
+    make_controller: Callable[..., Controller], clock: FakeClock, **kwargs: Any
+) -> Controller:
+    return make_controller(store=InMemoryTaskStore(), clock=clock, graceful_stop=1.0, **kwargs)
 
 
 @pytest.mark.parametrize(
@@ -78,10 +79,10 @@ def _controller(clock: FakeClock, **kwargs: Any) -> Controller:
     ids=["slot", "named-resource"],
 )
 def test_an_abandoned_body_keeps_its_slot_until_it_returns(
-    bodies: Bodies, policy: dict[str, Any]
+    bodies: Bodies, policy: dict[str, Any], make_controller: Callable[..., Controller]
 ) -> None:
     clock = FakeClock()
-    controller = _controller(clock, **policy)
+    controller = _controller(make_controller, clock, **policy)
     controller.register("stubborn", bodies.stubborn, tags=["gpu"])
     for key in ("a", "b"):
         bodies.prepare(key)
@@ -119,10 +120,10 @@ def test_an_abandoned_body_keeps_its_slot_until_it_returns(
 
 
 def test_a_retry_of_the_lost_task_waits_for_the_abandoned_body_to_return(
-    bodies: Bodies,
+    bodies: Bodies, make_controller: Callable[..., Controller]
 ) -> None:
     clock = FakeClock()
-    controller = _controller(clock, max_parallel=1)
+    controller = _controller(make_controller, clock, max_parallel=1)
     controller.register("stubborn", bodies.stubborn)
     bodies.prepare("a")
     try:
@@ -174,7 +175,9 @@ class LateExecutor:
         return False  # a thread cannot be ended
 
 
-def test_a_body_that_never_began_before_its_graceful_window_passed_is_stopped_not_lost() -> None:
+def test_a_body_that_never_began_before_its_graceful_window_passed_is_stopped_not_lost(
+    make_controller: Callable[..., Controller],
+) -> None:
     clock = FakeClock()
     late = LateExecutor()
     ran: list[str] = []
@@ -183,7 +186,7 @@ def test_a_body_that_never_began_before_its_graceful_window_passed_is_stopped_no
         ran.append(ctx.task_id)
         return "ran"
 
-    controller = Controller(
+    controller = make_controller(
         store=InMemoryTaskStore(), clock=clock, graceful_stop=0, max_parallel=1, executor=late
     )
     controller.register("job", body)
@@ -210,7 +213,9 @@ def test_a_body_that_never_began_before_its_graceful_window_passed_is_stopped_no
         controller.close(timeout=WAIT)
 
 
-def test_a_fail_fast_cancel_of_a_node_whose_body_never_began_ends_it_cancelled_not_lost() -> None:
+def test_a_fail_fast_cancel_of_a_node_whose_body_never_began_ends_it_cancelled_not_lost(
+    make_controller: Callable[..., Controller],
+) -> None:
     clock = FakeClock()
     late = LateExecutor()
     ran: list[str] = []
@@ -221,7 +226,7 @@ def test_a_fail_fast_cancel_of_a_node_whose_body_never_began_ends_it_cancelled_n
             raise RuntimeError("boom")
         return "ran"
 
-    controller = Controller(
+    controller = make_controller(
         store=InMemoryTaskStore(), clock=clock, graceful_stop=0, max_parallel=2, executor=late
     )
     controller.register("job", body)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import gc
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -27,26 +27,22 @@ from chongming_runtime._commands import new_command
 from chongming_runtime._controller import Controller
 from chongming_runtime._pipeline import Pipeline
 from chongming_runtime._pipeline_run import PipelineCoordinator, PipelineRun
-from run_helpers import checkpoint_until, wait_for
+from chongming_runtime.testing import checkpoint_until, wait_until
 
 S = TaskStatus
 WAIT = 10.0
 
 
 @pytest.fixture
-def controller() -> Iterator[Controller]:
-    made = Controller(max_parallel=4, graceful_stop=2.0, store=InMemoryTaskStore())
-    yield made
-    made.close(timeout=WAIT)
+def controller(make_controller: Callable[..., Controller]) -> Controller:
+    return make_controller(max_parallel=4, graceful_stop=2.0, store=InMemoryTaskStore())
 
 
 def _register_etl(controller: Controller, seen: dict[str, Any]) -> threading.Event:
     release = threading.Event()
 
     def fetch(ctx: Any, day: str) -> list[int]:
-        while not release.is_set():
-            ctx.checkpoint()
-            release.wait(0.005)
+        checkpoint_until(ctx, release)
         return [1, 2, 3]
 
     def transform(ctx: Any, index: int) -> int:
@@ -126,9 +122,7 @@ def test_fail_fast_cancels_released_nodes_and_skips_the_rest(controller: Control
 
     def slow(ctx: Any) -> str:
         started.set()
-        while not gate.is_set():
-            ctx.checkpoint()
-            gate.wait(0.005)
+        checkpoint_until(ctx, gate)
         return "slow"
 
     def boom(ctx: Any) -> None:
@@ -170,9 +164,7 @@ def test_an_operator_stop_is_stopped_not_cancelled(controller: Controller) -> No
     gate = threading.Event()
 
     def wait_forever(ctx: Any) -> None:
-        while not gate.is_set():
-            ctx.checkpoint()
-            gate.wait(0.005)
+        checkpoint_until(ctx, gate)
 
     controller.register("wait", wait_forever)
     controller.register("next", lambda ctx: 1)
@@ -194,9 +186,7 @@ def test_a_blocked_node_can_be_stopped_directly(controller: Controller) -> None:
     gate = threading.Event()
 
     def hold(ctx: Any) -> int:
-        while not gate.is_set():
-            ctx.checkpoint()
-            gate.wait(0.005)
+        checkpoint_until(ctx, gate)
         return 1
 
     controller.register("hold", hold)
@@ -251,7 +241,7 @@ def test_a_node_is_released_only_once_every_upstream_end_is_durable() -> None:
     prun = _submit_join(controller, "durable-order", a_waits_for=a_may_end)
     assert held.wait(WAIT)  # b ended, its end is not written yet
     a_may_end.set()  # a ends and settles meanwhile
-    _until(lambda: prun.snapshots()["a"].status is S.SUCCEEDED)
+    wait_until(lambda: prun.snapshots()["a"].status is S.SUCCEEDED)
     join_id = prun.task_ids["join"]
     join_now = controller.get(join_id)
     assert join_now is not None
@@ -263,15 +253,6 @@ def test_a_node_is_released_only_once_every_upstream_end_is_durable() -> None:
     outcome = prun.wait(timeout=WAIT)
     assert outcome.nodes["join"].value == ["a", "b"]
     controller.close(timeout=WAIT)
-
-
-def _until(predicate: Any) -> None:
-    tick = threading.Event()
-    for _ in range(2000):
-        if predicate():
-            return
-        tick.wait(0.005)
-    raise AssertionError("condition not reached in time")
 
 
 def test_a_node_stopped_between_its_release_and_its_start_does_not_hold_back_its_siblings() -> None:
@@ -299,8 +280,10 @@ def test_a_node_stopped_between_its_release_and_its_start_does_not_hold_back_its
     controller.close(timeout=WAIT)
 
 
-def test_a_node_released_while_the_controller_closes_ends_stopped_without_running() -> None:
-    controller = Controller(max_parallel=4, graceful_stop=2.0, store=InMemoryTaskStore())
+def test_a_node_released_while_the_controller_closes_ends_stopped_without_running(
+    make_controller: Callable[..., Controller],
+) -> None:
+    controller = make_controller(max_parallel=4, graceful_stop=2.0, store=InMemoryTaskStore())
     go = threading.Event()
     ran: list[str] = []
     controller.register("a", lambda ctx: go.wait(WAIT) and "a")
@@ -332,7 +315,9 @@ def test_a_node_released_while_the_controller_closes_ends_stopped_without_runnin
     assert ran == []
 
 
-def test_a_store_bug_on_an_upstream_end_does_not_hang_the_join() -> None:
+def test_a_store_bug_on_an_upstream_end_does_not_hang_the_join(
+    make_controller: Callable[..., Controller],
+) -> None:
     class BuggyOnce(InMemoryTaskStore):
         armed = True
 
@@ -345,10 +330,10 @@ def test_a_store_bug_on_an_upstream_end_does_not_hang_the_join() -> None:
             return super().save_many(writes)
 
     store = BuggyOnce()
-    controller = Controller(max_parallel=4, graceful_stop=2.0, store=store)
+    controller = make_controller(max_parallel=4, graceful_stop=2.0, store=store)
     b_go = threading.Event()
     prun = _submit_join(controller, "buggy", b_waits_for=b_go)
-    _until(lambda: prun.snapshots()["a"].status is S.SUCCEEDED)
+    wait_until(lambda: prun.snapshots()["a"].status is S.SUCCEEDED)
     b_go.set()
     outcome = prun.wait(timeout=WAIT)
     assert outcome.nodes["join"].value == ["a", "b"]
@@ -415,10 +400,11 @@ def test_a_pipeline_node_is_not_retried_alone(controller: Controller) -> None:
 
 def test_a_pipeline_submitted_while_close_runs_is_refused(
     monkeypatch: pytest.MonkeyPatch,
+    make_controller: Callable[..., Controller],
 ) -> None:
     """A submit_pipeline() that passed the "not closing" check just before close() stopped
     the pipelines must not register one close() never stops or waits for (D45)."""
-    controller = Controller(max_parallel=2, graceful_stop=2.0, store=InMemoryTaskStore())
+    controller = make_controller(max_parallel=2, graceful_stop=2.0, store=InMemoryTaskStore())
     controller.register("noop", lambda ctx: "ok")
     pipeline = Pipeline("p")
     pipeline.node("noop")
@@ -494,11 +480,11 @@ def test_a_blocked_node_is_not_paused_now_or_later(controller: Controller) -> No
     ]  # fmt: skip
 
 
-def test_a_start_timeout_counts_blocked_time() -> None:
+def test_a_start_timeout_counts_blocked_time(make_controller: Callable[..., Controller]) -> None:
     """R1: a node's start timeout expires while it is blocked (-> cancelled, timeout_start),
     and a node released late has only what is left of it."""
     clock = FakeClock()
-    controller = Controller(
+    controller = make_controller(
         max_parallel=1, graceful_stop=2.0, store=InMemoryTaskStore(), clock=clock
     )
     release = threading.Event()
@@ -522,7 +508,7 @@ def test_a_start_timeout_counts_blocked_time() -> None:
         release.set()
         late_id = prun.task_ids["late"]
         # released now, queued behind the blocker
-        wait_for(lambda: controller.get(late_id).status is S.QUEUED)  # type: ignore[union-attr]
+        wait_until(lambda: controller.get(late_id).status is S.QUEUED)  # type: ignore[union-attr]
         clock.advance(4)  # 10 s since the submission: past its 9 s, though released just now
         hold.set()
         outcome = prun.wait(WAIT)
@@ -550,7 +536,7 @@ def test_fail_fast_never_runs_a_node_released_as_another_failed(
     def release(self: PipelineCoordinator, prun: PipelineRun, node_id: str) -> None:
         if node_id == "d":
             a_released.set()
-            wait_for(lambda: prun._failing is not None)  # b failed
+            wait_until(lambda: prun._failing is not None)  # b failed
             real_release(self, prun, node_id)
             released.set()
             return
@@ -581,12 +567,14 @@ def test_fail_fast_never_runs_a_node_released_as_another_failed(
     assert ran == []
 
 
-def test_close_waits_while_a_pipeline_is_registered_written_and_timed() -> None:
+def test_close_waits_while_a_pipeline_is_registered_written_and_timed(
+    make_controller: Callable[..., Controller],
+) -> None:
     """close() on another thread between a submit's registration and its first writes and
     start timers: it waits for them, so it never stops nodes whose creation is then written
     after their end (into a closed writer) or timed after they settled (D45)."""
     clock = FakeClock()
-    controller = Controller(store=InMemoryTaskStore(), clock=clock, max_parallel=1)
+    controller = make_controller(store=InMemoryTaskStore(), clock=clock, max_parallel=1)
     controller.register("a", lambda ctx: 1)
     pipeline = Pipeline("p")
     head = pipeline.node("a", node_id="h")
@@ -624,9 +612,11 @@ def test_close_waits_while_a_pipeline_is_registered_written_and_timed() -> None:
     assert controller._writer.pending_count == 0  # nothing left that no flush will take
 
 
-def test_a_finished_pipeline_is_not_kept_alive_by_the_controller() -> None:
+def test_a_finished_pipeline_is_not_kept_alive_by_the_controller(
+    make_controller: Callable[..., Controller],
+) -> None:
     """A long-lived controller running pipelines all day must not hold every one it ran."""
-    controller = Controller(max_parallel=2)
+    controller = make_controller(max_parallel=2)
     controller.register("ok", _ok_task)
     pipeline = Pipeline("daily")
     pipeline.node("ok")

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -22,18 +22,10 @@ from chongming_core import (
     TouchUpdate,
 )
 from chongming_runtime._controller import Controller
+from chongming_runtime.testing import Closer, wait_until
 
 S = TaskStatus
 WAIT = 10.0
-
-
-def _until(predicate: Callable[[], bool], what: str) -> None:
-    pause = threading.Event()
-    for _ in range(2000):
-        if predicate():
-            return
-        pause.wait(0.005)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def worker_body(ctx: Any, tenant: str) -> None:
@@ -47,19 +39,13 @@ def worker_body(ctx: Any, tenant: str) -> None:
 
 
 @pytest.fixture
-def controllers() -> Iterator[Callable[..., Controller]]:
-    made: list[Controller] = []
-
+def controllers(closer: Closer) -> Callable[..., Controller]:
     def make(**kwargs: Any) -> Controller:
         kwargs.setdefault("graceful_stop", 2.0)
         kwargs.setdefault("poll_interval", 0.01)
-        controller = Controller(**kwargs)
-        made.append(controller)
-        return controller
+        return closer.controller(**kwargs)
 
-    yield make
-    for controller in reversed(made):
-        controller.close(timeout=WAIT)
+    return make
 
 
 def test_a_console_sees_and_controls_the_workers_task(
@@ -69,21 +55,21 @@ def test_a_console_sees_and_controls_the_workers_task(
     worker = controllers(store=store, owner="worker-1", max_parallel=2)
     worker.register("sync", worker_body)
     run = worker.submit("sync", "租户A", task_id="job-1", bucket_key="tenant-A")
-    _until(lambda: run.status is S.RUNNING, "the task to run")
+    wait_until(lambda: run.status is S.RUNNING, "the task to run")
 
     console = controllers(store=store, owner="ops-console")
     # the worker batches non-terminal writes: they reach the store within milliseconds
-    _until(lambda: [s.task_id for s in console.list_tasks()] == ["job-1"], "the task to show")
+    wait_until(lambda: [s.task_id for s in console.list_tasks()] == ["job-1"], "the task to show")
     snapshot = console.get("job-1")
     assert snapshot is not None
     assert snapshot.lease_owner == "worker-1"
     assert snapshot.bucket_key == "tenant-A"
 
     assert console.pause("job-1") is False  # not confirmed: there is no receipt channel
-    _until(lambda: run.status is S.PAUSED, "the cross-process pause to land")
-    _until(lambda: console.get("job-1").status is S.PAUSED, "the store to show it")  # type: ignore[union-attr]
+    wait_until(lambda: run.status is S.PAUSED, "the cross-process pause to land")
+    wait_until(lambda: console.get("job-1").status is S.PAUSED, "the store to show it")  # type: ignore[union-attr]
     assert console.resume("job-1") is True
-    _until(lambda: run.status is S.RUNNING, "the cross-process resume to land")
+    wait_until(lambda: run.status is S.RUNNING, "the cross-process resume to land")
     assert console.stop("job-1", reason="运维停止") is True
     outcome = console.wait("job-1", timeout=WAIT)
     assert outcome.status is S.STOPPED
@@ -122,7 +108,9 @@ def test_forged_commands_are_rejected_and_recorded(controllers: Callable[..., Co
     ]
     for command in forged:
         store.submit_command(command)
-    _until(lambda: all(c.is_complete for c in store.commands()), "the forged rows to be handled")
+    wait_until(
+        lambda: all(c.is_complete for c in store.commands()), "the forged rows to be handled"
+    )
     results = {c.task_id + "/" + c.action: c.result for c in store.commands()}
     assert results["job-1/exec"] == "rejected: unknown action 'exec'"
     assert results["ghost/stop"] == "rejected: no task 'ghost' in the store"
@@ -154,16 +142,18 @@ def test_owned_buckets_refuse_foreign_submits_and_poll_from_the_start(
     assert everything.submit("sync").wait(WAIT).value == 7
 
 
-def test_reconcile_marks_a_dead_workers_tasks_lost(controllers: Callable[..., Controller]) -> None:
+def test_reconcile_marks_a_dead_workers_tasks_lost(
+    controllers: Callable[..., Controller], closer: Closer
+) -> None:
     store = InMemoryTaskStore()
     dead_clock = FakeClock()
-    dead = Controller(store=store, owner="worker-1", clock=dead_clock, lease_ttl=30)
+    dead = closer.controller(store=store, owner="worker-1", clock=dead_clock, lease_ttl=30)
     dead.register("sync", worker_body)
     dead.register("noop", lambda ctx: "done")
     run = dead.submit("sync", "x", task_id="in-flight")
     finished = dead.submit("noop", task_id="finished")
     finished.wait(WAIT)
-    _until(lambda: run.status is S.RUNNING, "the in-flight task to run")
+    wait_until(lambda: run.status is S.RUNNING, "the in-flight task to run")
     dead.flush()
     # worker-1 "dies": it never renews its lease again (its clock never moves)
     clock = FakeClock()
@@ -201,7 +191,7 @@ def _worker_running(
     worker = controllers(store=store, owner="w", clock=clock, lease_ttl=lease_ttl, touch_interval=1)
     worker.register("sync", worker_body)
     run = worker.submit("sync", "x", task_id=task_id)
-    _until(lambda: run.status is S.RUNNING, "the task to run")
+    wait_until(lambda: run.status is S.RUNNING, "the task to run")
     return store, clock, worker
 
 
@@ -235,7 +225,7 @@ def test_a_node_idle_past_its_lease_submits_with_a_fresh_one(
     worker.register("sync", worker_body)
     clock.advance(45)  # idle, longer than lease_ttl
     run = worker.submit("sync", "x", task_id="late")
-    _until(lambda: run.status is S.RUNNING, "the task to run")
+    wait_until(lambda: run.status is S.RUNNING, "the task to run")
     assert worker.flush()
     stored = store.get("late")
     assert stored is not None
@@ -247,11 +237,11 @@ def test_a_node_idle_past_its_lease_submits_with_a_fresh_one(
 
 @pytest.mark.parametrize(("lease_ttl", "touch_interval"), [(0.5, 1.0), (2.0, 1.0), (1.0, 0.5)])
 def test_a_lease_the_touch_timer_cannot_renew_in_time_is_refused(
-    lease_ttl: float, touch_interval: float
+    lease_ttl: float, touch_interval: float, make_controller: Callable[..., Controller]
 ) -> None:
     with pytest.raises(ConfigurationError, match="at least 3 x touch_interval"):
         Controller(store=InMemoryTaskStore(), lease_ttl=lease_ttl, touch_interval=touch_interval)
-    Controller(
+    make_controller(
         store=InMemoryTaskStore(), lease_ttl=3 * touch_interval, touch_interval=touch_interval
     )
 
@@ -269,7 +259,7 @@ def test_any_lease_ttl_alone_is_accepted_and_its_lease_renewed_in_time(
     assert worker.touch_interval == min(1.0, lease_ttl / 3)
     worker.register("sync", worker_body)
     run = worker.submit("sync", "x", task_id="held")
-    _until(lambda: run.status is S.RUNNING, "the task to run")
+    wait_until(lambda: run.status is S.RUNNING, "the task to run")
     console = controllers(store=store, owner="console", clock=clock)
     step = lease_ttl / 7
     for _ in range(3 * 7):
@@ -357,7 +347,7 @@ def test_commands_for_tasks_whose_holder_is_gone_are_settled_not_handed_back_for
     worker = controllers(store=store, owner="w", clock=clock, lease_ttl=30, touch_interval=1)
     worker.register("sync", worker_body)
     live = worker.submit("sync", "x", task_id="live")
-    _until(lambda: live.status is S.RUNNING, "the live task to run")
+    wait_until(lambda: live.status is S.RUNNING, "the live task to run")
     assert worker.flush()
     console = controllers(store=store, owner="console", clock=clock)
     assert all(console.stop(f"orphan-{i}", reason="cleanup") for i in range(150))
@@ -415,7 +405,7 @@ def test_a_stop_for_a_live_holder_whose_lease_only_looks_expired_reaches_the_hol
     holder.register("sync", worker_body)
     holder.register("record", lambda ctx: ran.append("ran"))
     blocker = holder.submit("sync", "a", task_id="blocker")
-    _until(lambda: blocker.status is S.RUNNING, "the blocker to run")
+    wait_until(lambda: blocker.status is S.RUNNING, "the blocker to run")
     queued = holder.submit("record", task_id="queued")
     assert holder.flush()
     ahead = FakeClock(datetime.now(UTC) + timedelta(seconds=10))  # 10 s ahead of the holder

@@ -8,7 +8,7 @@ listing from the runs it holds itself.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -46,10 +46,8 @@ def _store_with_a_damaged_row() -> InMemoryTaskStore:
 
 
 @pytest.fixture
-def controller() -> Iterator[Controller]:
-    made = Controller(store=_store_with_a_damaged_row(), owner="console", graceful_stop=2.0)
-    yield made
-    made.close(timeout=10)
+def controller(make_controller: Callable[..., Controller]) -> Controller:
+    return make_controller(store=_store_with_a_damaged_row(), owner="console", graceful_stop=2.0)
 
 
 def test_queries_name_the_damaged_row_and_answer_for_every_other_task(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import random
 import re
+from collections.abc import Callable
 
 import pytest
 
@@ -49,8 +50,10 @@ def test_a_forked_child_does_not_draw_its_parents_ids() -> None:
     assert set(child).isdisjoint(parent)
 
 
-def test_controller_ids_are_the_name_and_twelve_hex_digits() -> None:
-    controller = Controller(store=InMemoryTaskStore())
+def test_controller_ids_are_the_name_and_twelve_hex_digits(
+    make_controller: Callable[..., Controller],
+) -> None:
+    controller = make_controller(store=InMemoryTaskStore())
     try:
         controller.register("noop", noop)
         run = controller.submit("noop")

@@ -19,6 +19,7 @@ from chongming_core import FakeClock, InMemoryTaskStore, TaskStatus
 from chongming_runtime import Controller, TaskRun
 from chongming_runtime._commands import new_command
 from chongming_runtime.executors._base import Executor
+from chongming_runtime.testing import wait_until
 from pause_helpers import (
     EXECUTORS,
     TESTS,
@@ -26,7 +27,6 @@ from pause_helpers import (
     body_and_executor,
     moves,
     still_for,
-    wait_until,
 )
 
 S = TaskStatus
@@ -70,23 +70,30 @@ class Holder:
 
     def settled(self) -> TaskStatus:
         """The status once no pause is under way (a pause ends by its body or its window)."""
-        wait_until(lambda: self.run.status is not S.PAUSING, "the pause to settle", WINDOW + 20)
+        wait_until(
+            lambda: self.run.status is not S.PAUSING, "the pause to settle", timeout=WINDOW + 20
+        )
         return self.run.status
 
 
 @pytest.fixture(params=EXECUTORS, ids=[e[0] for e in EXECUTORS])
-def holder(request: pytest.FixtureRequest, tasks: ModuleType, tmp_path: Path) -> Iterator[Holder]:
+def holder(
+    request: pytest.FixtureRequest,
+    tasks: ModuleType,
+    tmp_path: Path,
+    make_controller: Callable[..., Controller],
+) -> Iterator[Holder]:
     asynchronous: bool = request.param[1]
     make: Callable[[], Executor] = request.param[2]
     body, executor = body_and_executor(tasks, asynchronous, make)
-    controller = Controller(
+    controller = make_controller(
         store=InMemoryTaskStore(), owner="holder", pause_timeout=WINDOW, graceful_stop=10
     )
     controller.register("count", body)
     steps = Steps(tmp_path / "steps")
     run = controller.submit("count", str(steps), executor=executor)
     controller._poller.stop()  # from now on, only the test polls
-    wait_until(lambda: steps.count() > 0, "the body's first step")
+    wait_until(lambda: steps.count() > 0, "the body's first step", timeout=30)
     try:
         yield Holder(controller, run, steps)
     finally:

@@ -24,6 +24,7 @@ from chongming_core import (
 )
 from chongming_runtime import ProcessExecutor, TaskContext, TaskOutcome, TaskRun, run_task
 from chongming_runtime.executors.process import ProcessExecutor as ProcessFromModule
+from chongming_runtime.testing import wait_until
 
 S = TaskStatus
 TESTS = Path(__file__).resolve().parent
@@ -41,15 +42,6 @@ def tasks() -> Iterator[ModuleType]:
 
 def path(run: TaskRun) -> list[tuple[TaskStatus, TaskStatus]]:
     return [(t.from_status, t.to_status) for t in run.transitions]
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 30.0) -> None:
-    tick = threading.Event()
-    for _ in range(int(timeout / 0.005)):
-        if predicate():
-            return
-        tick.wait(0.005)
-    raise AssertionError("condition not reached in time")
 
 
 def _in_child(fn: Callable[..., Any], *args: Any, attempts: int, **policy: Any) -> TaskOutcome:
@@ -137,7 +129,7 @@ def test_async_bodies_run_in_the_child(tasks: ModuleType) -> None:
 def test_cooperative_stop_pause_and_resume_cross_the_process_boundary(tasks: ModuleType) -> None:
     run = TaskRun(tasks.loop_forever, executor=ProcessExecutor())
     run.start()
-    wait_for(lambda: run.snapshot.progress is not None)
+    wait_until(lambda: run.snapshot.progress is not None, timeout=30)
     assert run.pause(timeout=10) is True
     assert run.status is S.PAUSED
     frozen = run.snapshot.progress
@@ -147,7 +139,7 @@ def test_cooperative_stop_pause_and_resume_cross_the_process_boundary(tasks: Mod
     assert paused_progress is not None
     assert paused_progress.done == frozen.done
     assert run.resume() is True
-    wait_for(lambda: (run.snapshot.progress or frozen).done > frozen.done)
+    wait_until(lambda: (run.snapshot.progress or frozen).done > frozen.done, timeout=30)
     run.stop(reason="enough")
     outcome = run.wait(30)
     assert outcome.status is S.STOPPED
@@ -165,7 +157,7 @@ def test_cooperative_stop_pause_and_resume_cross_the_process_boundary(tasks: Mod
 def test_a_child_that_returns_after_the_stop_succeeds(tasks: ModuleType) -> None:
     run = TaskRun(tasks.loop_until_stopped, executor=ProcessExecutor())
     run.start()
-    wait_for(lambda: run.snapshot.progress is not None)  # the body is in its loop
+    wait_until(lambda: run.snapshot.progress is not None, timeout=30)  # the body is in its loop
     run.stop()
     outcome = run.wait(30)
     assert outcome.status is S.SUCCEEDED
@@ -182,7 +174,9 @@ def test_a_child_ignoring_the_stop_is_terminated_then_killed_and_ends_stopped(
         graceful_stop=0.2,
     )
     run.start()
-    wait_for(lambda: run.snapshot.progress is not None)  # SIGTERM is ignored from now on
+    wait_until(
+        lambda: run.snapshot.progress is not None, timeout=30
+    )  # SIGTERM is ignored from now on
     pid = run.snapshot.pid
     assert pid is not None
     assert pid != os.getpid()
@@ -331,7 +325,7 @@ def test_a_force_stop_ends_what_the_body_started_too(
         graceful_stop=0.2,
     )
     run.start()
-    wait_for(lambda: run.snapshot.progress is not None)
+    wait_until(lambda: run.snapshot.progress is not None, timeout=30)
     grandchild = int(pid_file.read_text())
     try:
         assert _alive(grandchild)
@@ -340,7 +334,7 @@ def test_a_force_stop_ends_what_the_body_started_too(
         assert outcome.status is S.STOPPED
         assert outcome.failure is not None
         assert "ended by force" in outcome.failure.message
-        wait_for(lambda: not _alive(grandchild), timeout=10)
+        wait_until(lambda: not _alive(grandchild), timeout=10)
     finally:
         if _alive(grandchild):
             os.kill(grandchild, signal.SIGKILL)
@@ -352,11 +346,11 @@ def test_a_sigterm_ends_a_child_busy_in_c_code_at_once(tasks: ModuleType, tmp_pa
     pid_file = tmp_path / "child.pid"
     run = TaskRun(tasks.busy_in_c, (str(pid_file),), executor=ProcessExecutor())
     run.start()
-    wait_for(lambda: pid_file.exists() and pid_file.read_text() != "")
+    wait_until(lambda: pid_file.exists() and pid_file.read_text() != "", timeout=30)
     child = int(pid_file.read_text())
     try:
         os.kill(child, signal.SIGTERM)
-        wait_for(lambda: not _alive(child), timeout=5)
+        wait_until(lambda: not _alive(child), timeout=5)
     finally:
         if _alive(child):
             os.kill(child, signal.SIGKILL)
@@ -406,11 +400,11 @@ def test_a_child_killed_from_outside_during_the_graceful_window_is_not_said_forc
 ) -> None:
     run = TaskRun(tasks.ignore_everything, executor=ProcessExecutor(kill_after=5), graceful_stop=30)
     run.start()
-    wait_for(lambda: run.snapshot.progress is not None)
+    wait_until(lambda: run.snapshot.progress is not None, timeout=30)
     pid = run.snapshot.pid
     assert pid is not None
     run.stop(reason="hard stop")
-    wait_for(lambda: run.status is S.STOPPING)
+    wait_until(lambda: run.status is S.STOPPING, timeout=30)
     os.kill(pid, signal.SIGKILL)  # an operator's kill, long before the window runs out
     outcome = run.wait(30)
     assert outcome.status is S.STOPPED
@@ -454,7 +448,7 @@ def test_when_the_supervising_process_dies_its_children_end_too(tmp_path: Path) 
             assert _alive(grandchild)
             parent.kill()  # SIGKILL: no cleanup of any kind in the parent
             parent.wait(10)
-            wait_for(lambda: not _alive(child) and not _alive(grandchild), timeout=10)
+            wait_until(lambda: not _alive(child) and not _alive(grandchild), timeout=10)
         finally:
             parent.kill()
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -17,6 +16,7 @@ from chongming_core import (
 )
 from chongming_runtime import InlineExecutor, TaskRun
 from chongming_runtime._controller import Controller
+from chongming_runtime.testing import Closer
 
 S = TaskStatus
 WAIT = 10.0
@@ -38,18 +38,13 @@ class BrokenCheckStore(InMemoryTaskStore):
 
 
 @pytest.fixture
-def make_controller() -> Iterator[Any]:
-    made: list[Controller] = []
-
+def make_controller(closer: Closer) -> Any:
     def make(store: Any) -> Controller:
-        controller = Controller(store=store)
+        controller = closer.controller(store=store)
         controller.register("give", lambda ctx, value: value)
-        made.append(controller)
         return controller
 
-    yield make
-    for controller in made:
-        controller.close(timeout=WAIT)
+    return make
 
 
 def test_the_controller_asks_its_store_what_it_can_keep(make_controller: Any) -> None:

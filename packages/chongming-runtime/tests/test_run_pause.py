@@ -19,7 +19,8 @@ from chongming_core import (
     Timeout,
 )
 from chongming_runtime import InlineExecutor, TaskContext, TaskRun
-from run_helpers import path, st, stop_flag, timeout_kind, wait_for
+from chongming_runtime.testing import wait_until
+from run_helpers import path, st, stop_flag, timeout_kind
 
 S = TaskStatus
 
@@ -83,7 +84,7 @@ def test_the_paused_body_really_waits_at_its_checkpoint() -> None:
     threading.Event().wait(0.05)
     assert counter[0] == frozen
     run.resume()
-    wait_for(lambda: counter[0] > frozen)
+    wait_until(lambda: counter[0] > frozen)
     run.stop()
     assert run.wait(10).status is S.STOPPED
 
@@ -102,7 +103,7 @@ def test_a_pause_window_without_checkpoint_is_aborted_and_returns_false() -> Non
     run.start()
     assert entered.wait(10)
     thread, results = in_thread(run.pause)
-    wait_for(lambda: run.status is S.PAUSING)
+    wait_until(lambda: run.status is S.PAUSING)
     clock.advance(4.9)
     assert st(run) is S.PAUSING
     clock.advance(0.1)
@@ -130,7 +131,7 @@ def test_a_body_that_returns_while_pausing_aborts_the_pause_then_succeeds() -> N
     run.start()
     assert entered.wait(10)
     thread, results = in_thread(lambda: run.pause(timeout=60))
-    wait_for(lambda: run.status is S.PAUSING)
+    wait_until(lambda: run.status is S.PAUSING)
     release.set()
     thread.join(10)
     assert results == [False]
@@ -157,7 +158,7 @@ def test_resume_while_pausing_withdraws_the_pause() -> None:
     run.start()
     assert entered.wait(10)
     thread, results = in_thread(run.pause)
-    wait_for(lambda: run.status is S.PAUSING)
+    wait_until(lambda: run.status is S.PAUSING)
     assert run.resume() is True
     thread.join(10)
     assert results == [False]
@@ -219,7 +220,7 @@ def test_a_pause_that_joins_a_longer_one_returns_within_its_own_window() -> None
     run.start()
     assert entered.wait(10)
     first, first_result = in_thread(lambda: run.pause(timeout=20))
-    wait_for(lambda: run.status is S.PAUSING)
+    wait_until(lambda: run.status is S.PAUSING)
     began = time.monotonic()
     try:
         assert run.pause(timeout=0.2) is False  # not confirmed within its window
@@ -308,7 +309,7 @@ def test_pause_during_retry_wait_cancels_the_backoff_and_resume_restarts() -> No
 
     run = TaskRun(body, clock=clock, retry=RetryPolicy(max_attempts=2, backoff=FixedBackoff(30)))
     run.start()
-    wait_for(lambda: run.status is S.RETRY_WAIT)
+    wait_until(lambda: run.status is S.RETRY_WAIT)
     assert run.pause() is True
     clock.advance(60)  # the backoff would have fired by now
     assert st(run) is S.PAUSED

@@ -26,7 +26,8 @@ from chongming_runtime import (
     run_command,
     run_task,
 )
-from run_helpers import path, st, wait_for
+from chongming_runtime.testing import wait_until
+from run_helpers import path, st
 
 S = TaskStatus
 
@@ -123,13 +124,13 @@ def test_the_backoff_is_a_clock_timer_in_retry_wait_with_no_thread() -> None:
 
     run = TaskRun(body, clock=clock, retry=RetryPolicy(max_attempts=2, backoff=FixedBackoff(30)))
     run.start()
-    wait_for(lambda: run.status is S.RETRY_WAIT)
+    wait_until(lambda: run.status is S.RETRY_WAIT)
     snap = run.snapshot
     assert snap.retry_at == clock.now() + __import__("datetime").timedelta(seconds=30)
     assert snap.failure is not None
     assert snap.failure.message == "RuntimeError: first"
     # the attempt's thread returned (and parked under another name): nothing waits in a thread
-    wait_for(lambda: not [t for t in threading.enumerate() if run.task_id in t.name])
+    wait_until(lambda: not [t for t in threading.enumerate() if run.task_id in t.name])
     clock.advance(29.9)
     assert st(run) is S.RETRY_WAIT
     assert calls == [1]
@@ -148,11 +149,11 @@ def test_exponential_backoff_delays_grow() -> None:
         retry=RetryPolicy(max_attempts=3, backoff=backoff),
     )
     run.start()
-    wait_for(lambda: calls == [1] and run.status is S.RETRY_WAIT)
+    wait_until(lambda: calls == [1] and run.status is S.RETRY_WAIT)
     clock.advance(0.99)
     assert calls == [1]
     clock.advance(0.01)
-    wait_for(lambda: calls == [1, 2] and run.status is S.RETRY_WAIT)
+    wait_until(lambda: calls == [1, 2] and run.status is S.RETRY_WAIT)
     clock.advance(1.99)
     assert calls == [1, 2]
     clock.advance(0.01)

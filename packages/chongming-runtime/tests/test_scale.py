@@ -8,27 +8,17 @@ backoff is a timer on the clock.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 
 import pytest
 
 from chongming_core import FakeClock, FixedBackoff, RetryPolicy, TaskStatus
 from chongming_runtime import TaskContext, TaskRun
 from chongming_runtime.executors import thread as thread_executor
+from chongming_runtime.testing import wait_until
 
 S = TaskStatus
 N = 10_000
 SLACK = 5  # the clock's timer thread and the like
-
-
-def settle(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    tick = threading.Event()
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        tick.wait(0.01)
 
 
 def task_threads() -> list[threading.Thread]:
@@ -37,7 +27,8 @@ def task_threads() -> list[threading.Thread]:
 
 def join_task_threads() -> None:
     """Wait until every attempt's thread has returned, then let parked threads exit."""
-    settle(lambda: task_threads() == [])  # a thread is renamed when it parks
+    # a thread is renamed when it parks
+    wait_until(lambda: task_threads() == [], "the task threads to park", timeout=60)
     thread_executor._CACHE.clear()
 
 
@@ -91,7 +82,7 @@ def test_ten_thousand_tasks_in_retry_wait_use_no_thread() -> None:
     runs = [TaskRun(body, task_id=f"scale-r{i}", clock=clock, retry=policy) for i in range(N)]
     for run in runs:
         run.start()
-    settle(lambda: all(run.status is S.RETRY_WAIT for run in runs))
+    wait_until(lambda: all(run.status is S.RETRY_WAIT for run in runs), "retry_wait", timeout=60)
     join_task_threads()
     assert threading.active_count() <= baseline + SLACK  # waiting costs no thread
     assert clock.pending_timers == N  # ... only a timer each

@@ -196,8 +196,10 @@ def test_it_is_still_a_lock_for_other_threads(started: list[Any]) -> None:
 
 
 # ---------------------------------------------------------------- in the controller
-def test_a_finishing_task_never_waits_for_the_controllers_lock() -> None:
-    controller = Controller(store=InMemoryTaskStore(), max_parallel=1)
+def test_a_finishing_task_never_waits_for_the_controllers_lock(
+    make_controller: Callable[..., Controller],
+) -> None:
+    controller = make_controller(store=InMemoryTaskStore(), max_parallel=1)
     try:
         controller.register("noop", lambda ctx: "done")
         held = threading.Event()
@@ -343,10 +345,11 @@ def test_a_base_exception_in_posted_work_never_leaves_the_lock_held(started: lis
 
 def test_runs_released_under_a_query_start_here_when_no_thread_can_be_started(
     monkeypatch: pytest.MonkeyPatch,
+    make_controller: Callable[..., Controller],
 ) -> None:
     import chongming_runtime._controller_flow as flow
 
-    controller = Controller(store=InMemoryTaskStore(), max_parallel=1)
+    controller = make_controller(store=InMemoryTaskStore(), max_parallel=1)
     try:
         gate = threading.Event()
 

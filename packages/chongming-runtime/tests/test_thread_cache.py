@@ -18,19 +18,12 @@ import pytest
 
 from chongming_core import FakeClock, FixedBackoff, RetryPolicy, TaskStatus, Timeout
 from chongming_runtime import Controller, TaskContext, TaskRun
+from chongming_runtime._writer import StoreWriter
 from chongming_runtime.executors import thread as thread_executor
 from chongming_runtime.executors.thread import _ThreadCache
+from chongming_runtime.testing import wait_until
 
 S = TaskStatus
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    tick = threading.Event()
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached in time")
-        tick.wait(0.002)
 
 
 def test_a_thread_whose_job_returned_parks_and_runs_the_next_job() -> None:
@@ -45,7 +38,7 @@ def test_a_thread_whose_job_returned_parks_and_runs_the_next_job() -> None:
 
     first = cache.launch(job, "a", "chongming-task-a-1")
     assert done.acquire(timeout=10)
-    wait_for(lambda: cache.idle_count == 1)
+    wait_until(lambda: cache.idle_count == 1)
     assert first.name == "chongming-task-idle"  # a parked thread carries no task's name
     second = cache.launch(job, "b", "chongming-task-b-1")
     assert done.acquire(timeout=10)
@@ -73,7 +66,7 @@ def test_a_job_never_waits_for_a_thread_and_a_stuck_thread_is_never_reused() -> 
     assert len({stuck_thread, *others}) == 4
     assert cache.idle_count == 0  # nothing that is still running is ever handed a job
     release.set()
-    wait_for(lambda: cache.idle_count == 4)
+    wait_until(lambda: cache.idle_count == 4)
     cache.clear()
 
 
@@ -105,7 +98,7 @@ def test_each_job_runs_in_a_fresh_context_as_on_a_new_thread() -> None:
 
     first = cache.launch(job, "first", "job-1")
     assert done.acquire(timeout=10)
-    wait_for(lambda: cache.idle_count == 1)
+    wait_until(lambda: cache.idle_count == 1)
     assert cache.launch(job, "second", "job-2") is first
     assert done.acquire(timeout=10)
     assert seen == ["unset", "unset"]
@@ -125,15 +118,17 @@ def test_the_thread_executor_names_the_thread_after_the_attempt_while_it_runs() 
     assert names == ["chongming-task-named-0-1", "chongming-task-named-1-1"]
 
 
-def test_a_queued_run_holds_no_event_condition_log_buffer_or_timer() -> None:
+def test_a_queued_run_holds_no_event_condition_log_buffer_or_timer(
+    make_controller: Callable[..., Controller],
+) -> None:
     clock = FakeClock()
     release = threading.Event()
-    controller = Controller(max_parallel=1, clock=clock)
+    controller = make_controller(max_parallel=1, clock=clock)
     controller.register("block", lambda ctx: release.wait(10))
     controller.register("noop", lambda ctx: None)
     controller.register("deadline", lambda ctx: None, timeout=Timeout(start=60))
     blocker = controller.submit("block")
-    wait_for(lambda: blocker.status is S.RUNNING)
+    wait_until(lambda: blocker.status is S.RUNNING)
     timers = clock.pending_timers
     queued = controller.submit("noop")
     assert queued.status is S.QUEUED
@@ -158,7 +153,7 @@ def test_the_module_cache_is_the_one_the_executor_uses() -> None:
     run = TaskRun(lambda ctx: None, task_id="cached")
     run.start()
     assert run.wait(10).status is S.SUCCEEDED
-    wait_for(lambda: thread_executor._CACHE.idle_count >= 1)
+    wait_until(lambda: thread_executor._CACHE.idle_count >= 1)
     thread_executor._CACHE.clear()
     assert thread_executor._CACHE.idle_count == 0
 
@@ -188,7 +183,7 @@ def test_a_finishing_thread_keeps_the_one_job_it_released_for_itself() -> None:
     first = cache.launch(leader, "lead", "chongming-task-lead-1")
     for _ in range(3):
         assert done.acquire(timeout=10)
-    wait_for(lambda: len(ran) == 4)
+    wait_until(lambda: len(ran) == 4)
     by_tag = {tag: (thread, name) for tag, thread, name in ran}
     # the first job released while finishing runs on the same thread, after the report
     assert handed[0] is first
@@ -216,14 +211,16 @@ def test_a_thread_whose_body_still_runs_never_keeps_a_job() -> None:
         release.wait(10)
 
     parent = cache.launch(body, "parent", "chongming-task-parent-1")
-    wait_for(lambda: len(where) == 1)
+    wait_until(lambda: len(where) == 1)
     assert where[0] is not parent
     release.set()
     cache.clear()
 
 
-def test_queued_tasks_follow_each_other_on_the_thread_that_freed_the_slot() -> None:
-    controller = Controller(max_parallel=1)
+def test_queued_tasks_follow_each_other_on_the_thread_that_freed_the_slot(
+    make_controller: Callable[..., Controller],
+) -> None:
+    controller = make_controller(max_parallel=1)
     threads: dict[str, int] = {}
 
     def record(ctx: TaskContext) -> None:
@@ -233,7 +230,7 @@ def test_queued_tasks_follow_each_other_on_the_thread_that_freed_the_slot() -> N
     gate = threading.Event()
     controller.register("gate", lambda ctx: gate.wait(10))
     first = controller.submit("gate", task_id="gate")
-    wait_for(lambda: first.status is S.RUNNING)
+    wait_until(lambda: first.status is S.RUNNING)
     runs = [controller.submit("record", task_id=f"r{i}") for i in range(5)]
     assert [r.status for r in runs] == [S.QUEUED] * 5
     gate.set()
@@ -251,7 +248,9 @@ def test_queued_tasks_follow_each_other_on_the_thread_that_freed_the_slot() -> N
     controller.close()
 
 
-def test_a_finished_run_keeps_its_trajectory_but_not_its_attempt_machinery() -> None:
+def test_a_finished_run_keeps_its_trajectory_but_not_its_attempt_machinery(
+    make_controller: Callable[..., Controller],
+) -> None:
     import gc
 
     from chongming_runtime._attempt import Attempt
@@ -261,7 +260,7 @@ def test_a_finished_run_keeps_its_trajectory_but_not_its_attempt_machinery() -> 
         gc.collect()
         return sum(1 for o in gc.get_objects() if isinstance(o, Attempt | RuntimeContext))
 
-    controller = Controller(max_parallel=2)
+    controller = make_controller(max_parallel=2)
     controller.register("chatty", lambda ctx: ctx.log("done") or 7)
     before = alive()
     runs = [controller.submit("chatty") for _ in range(50)]
@@ -274,9 +273,11 @@ def test_a_finished_run_keeps_its_trajectory_but_not_its_attempt_machinery() -> 
     controller.close()
 
 
-def test_the_log_buffer_is_made_by_the_first_line_and_shared_by_all_attempts() -> None:
+def test_the_log_buffer_is_made_by_the_first_line_and_shared_by_all_attempts(
+    make_controller: Callable[..., Controller],
+) -> None:
 
-    controller = Controller(max_parallel=2)
+    controller = make_controller(max_parallel=2)
     controller.register("quiet", lambda ctx: None)
     seen: list[tuple[str, ...]] = []
 
@@ -324,11 +325,12 @@ def test_a_report_about_to_block_passes_its_kept_attempt_on() -> None:
     cache.clear()
 
 
-def test_a_durable_write_in_a_report_does_not_hold_back_the_kept_attempt() -> None:
+def test_a_durable_write_in_a_report_does_not_hold_back_the_kept_attempt(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     from collections.abc import Sequence
 
     from chongming_core import ConcurrencyConflict, InMemoryTaskStore, SnapshotWrite, StateMachine
-    from chongming_runtime._writer import StoreWriter
 
     cache = _ThreadCache(idle_seconds=30)
     follower_ran = threading.Event()
@@ -341,7 +343,7 @@ def test_a_durable_write_in_a_report_does_not_hold_back_the_kept_attempt() -> No
             return super().save_many(writes)
 
     store = SlowStore()
-    writer = StoreWriter(store, flush_interval=60)  # explicit and durable flushes only
+    writer = make_writer(store, flush_interval=60)  # explicit and durable flushes only
     reported = threading.Event()
 
     def follower(tag: str) -> None:
@@ -391,8 +393,10 @@ def test_a_listener_that_waits_for_a_run_it_started_is_not_left_waiting() -> Non
     assert chain.outcome is S.SUCCEEDED  # the follower ran while the listener waited
 
 
-def test_a_slow_listener_passes_the_kept_attempt_on() -> None:
-    controller = Controller(max_parallel=1)
+def test_a_slow_listener_passes_the_kept_attempt_on(
+    make_controller: Callable[..., Controller],
+) -> None:
+    controller = make_controller(max_parallel=1)
     gate = threading.Event()
     controller.register("gate", lambda ctx: gate.wait(10))
     controller.register("quick", lambda ctx: "done")
@@ -400,7 +404,7 @@ def test_a_slow_listener_passes_the_kept_attempt_on() -> None:
     first = controller.submit("gate", task_id="first")
     first.add_listener(chain)
     second = controller.submit("quick", task_id="second")  # queued: first's finish starts it
-    wait_for(lambda: first.status is S.RUNNING)
+    wait_until(lambda: first.status is S.RUNNING)
     gate.set()
     # first's listener waits for "third", queued behind "second", which first's own finish
     # released: "second" must start elsewhere while the listener waits
@@ -448,8 +452,9 @@ def test_a_job_that_raises_after_keeping_a_launch_passes_it_on(
 
 def test_a_listener_raising_system_exit_on_a_task_thread_still_starts_the_kept_attempt(
     caplog: pytest.LogCaptureFixture,
+    make_controller: Callable[..., Controller],
 ) -> None:
-    controller = Controller(max_parallel=1)
+    controller = make_controller(max_parallel=1)
     gate = threading.Event()
     body_threads: list[threading.Thread] = []
 
@@ -473,7 +478,7 @@ def test_a_listener_raising_system_exit_on_a_task_thread_still_starts_the_kept_a
     first = controller.submit("gate", task_id="first")
     first.add_listener(GivesUp())
     second = controller.submit("quick", task_id="second")
-    wait_for(lambda: first.status is S.RUNNING)
+    wait_until(lambda: first.status is S.RUNNING)
     gate.set()
     assert second.wait(10).status is S.SUCCEEDED  # started on another thread
     assert controller.active_count == 0
@@ -487,9 +492,10 @@ def test_a_listener_raising_system_exit_on_a_task_thread_still_starts_the_kept_a
 
 def test_a_listener_raising_system_exit_on_retry_wait_does_not_strand_the_retry(
     caplog: pytest.LogCaptureFixture,
+    make_controller: Callable[..., Controller],
 ) -> None:
 
-    controller = Controller(max_parallel=1)
+    controller = make_controller(max_parallel=1)
     calls: list[int] = []
     go = threading.Event()
 

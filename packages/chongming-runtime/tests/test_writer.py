@@ -27,17 +27,15 @@ from chongming_runtime._writer import MAX_BATCH, MAX_FAILURES, StoreWriter
 
 
 class FlakyStore(InMemoryTaskStore):
-    """An in-memory store that fails while `down` is set and counts batches."""
+    """An in-memory store that fails while `down` is set."""
 
     def __init__(self) -> None:
         super().__init__()
         self.down = False
-        self.batches = 0
 
     def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
         if self.down:
             raise StoreError("store unavailable (simulated outage)")
-        self.batches += 1
         return super().save_many(writes)
 
     def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
@@ -65,9 +63,11 @@ def _trajectory(writer: StoreWriter, machine: StateMachine) -> None:
     emit(durable=True)
 
 
-def test_terminal_write_is_durable_with_the_whole_history() -> None:
+def test_terminal_write_is_durable_with_the_whole_history(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = FlakyStore()
-    writer = StoreWriter(store, clock=FakeClock())
+    writer = make_writer(store, clock=FakeClock())
     machine = StateMachine.create("t1", "extract", clock=FakeClock())
     _trajectory(writer, machine)
     stored = store.get("t1")
@@ -79,9 +79,11 @@ def test_terminal_write_is_durable_with_the_whole_history() -> None:
     writer.close()
 
 
-def test_outage_is_recorded_and_the_store_catches_up_after_it() -> None:
+def test_outage_is_recorded_and_the_store_catches_up_after_it(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = FlakyStore()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=0)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=0)
     store.down = True
     machine = StateMachine.create("t1", "extract", clock=FakeClock())
     _trajectory(writer, machine)  # the durable flush fails but does not raise
@@ -100,9 +102,9 @@ def test_outage_is_recorded_and_the_store_catches_up_after_it() -> None:
     writer.close()
 
 
-def test_failures_are_capped() -> None:
+def test_failures_are_capped(make_writer: Callable[..., StoreWriter]) -> None:
     store = FlakyStore()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=0)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=0)
     store.down = True
     for i in range(MAX_FAILURES + 5):
         machine = StateMachine.create(f"t{i}", "x", clock=FakeClock())
@@ -114,9 +116,11 @@ def test_failures_are_capped() -> None:
     writer.close()
 
 
-def test_a_conflict_leaves_the_other_writers_truth_alone() -> None:
+def test_a_conflict_leaves_the_other_writers_truth_alone(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = FlakyStore()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=0)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=0)
     clock = FakeClock()
     machine = StateMachine.create("t1", "extract", clock=clock)
     machine.mark_queued()
@@ -142,9 +146,9 @@ def test_a_conflict_leaves_the_other_writers_truth_alone() -> None:
     writer.close()
 
 
-def test_touches_merge_and_never_bump_the_version() -> None:
+def test_touches_merge_and_never_bump_the_version(make_writer: Callable[..., StoreWriter]) -> None:
     store = FlakyStore()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=0)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=0)
     machine = StateMachine.create("t1", "extract", clock=FakeClock())
     writer.record(machine.snapshot, durable=True)
     writer.touch(TouchUpdate("t1", progress=Progress(1, total=10)))
@@ -160,11 +164,38 @@ def test_touches_merge_and_never_bump_the_version() -> None:
     writer.close()
 
 
-def test_concurrent_durable_writes_share_transactions() -> None:
-    store = FlakyStore()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=0)
+class FirstCommitHeldStore(InMemoryTaskStore):
+    """A store that lists the tasks of each batch and holds its first commit until
+    `release()` holds (for at most 10 s: a writer that never lets it hold fails the test's
+    assertions, it does not hang it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.release: Callable[[], bool] = lambda: True
+        self.batches: list[list[str]] = []
+        self._batches_lock = threading.Lock()
+
+    def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+        with self._batches_lock:
+            first = not self.batches
+            self.batches.append([w.snapshot.task_id for w in writes])
+        if first:
+            deadline = time.monotonic() + 10
+            while not self.release() and time.monotonic() < deadline:
+                threading.Event().wait(0.001)
+        return super().save_many(writes)
+
+
+def test_concurrent_durable_writes_share_transactions(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
+    store = FirstCommitHeldStore()
+    writer = make_writer(store, clock=FakeClock(), flush_interval=0)
     clock = FakeClock()
     machines = [StateMachine.create(f"t{i}", "x", clock=clock) for i in range(64)]
+    # the first commit waits until all 64 writes are recorded: every one not in it waits
+    # behind it, and group commit must take them all in the one commit after it
+    store.release = lambda: writer.pending_count == len(machines)
     barrier = threading.Barrier(len(machines))
 
     def finish(machine: StateMachine) -> None:
@@ -177,18 +208,24 @@ def test_concurrent_durable_writes_share_transactions() -> None:
     for thread in threads:
         thread.start()
     for thread in threads:
-        thread.join(timeout=10)
+        thread.join(timeout=20)
     assert all(not t.is_alive() for t in threads)
     assert store.status_counts() == {TaskStatus.STOPPED: 64}
-    assert store.batches <= 64
+    # the first commit, then every write recorded while it was held (one commit only when
+    # all 64 were recorded before the first flush took the inbox); one per task is 64
+    assert len(store.batches) <= 2, [len(batch) for batch in store.batches]
+    assert sorted(t for batch in store.batches for t in batch) == sorted(
+        m.task_id for m in machines
+    )
     for machine in machines:
         assert [t.status_version for t in store.history(machine.task_id)] == [1, 2]
-    writer.close()
 
 
-def test_background_flush_writes_non_terminal_transitions() -> None:
+def test_background_flush_writes_non_terminal_transitions(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = FlakyStore()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=0)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=0)
     machine = StateMachine.create("t1", "extract", clock=FakeClock())
     machine.mark_queued()
     written = threading.Event()
@@ -226,9 +263,11 @@ class GatedStore(InMemoryTaskStore):
         return super().save_many(writes)
 
 
-def test_on_durable_is_called_only_after_the_store_holds_the_write() -> None:
+def test_on_durable_is_called_only_after_the_store_holds_the_write(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = GatedStore()
-    writer = StoreWriter(store, clock=FakeClock())
+    writer = make_writer(store, clock=FakeClock())
     machine = StateMachine.create("t1", "extract", clock=FakeClock())
     machine.mark_queued()
     durable = threading.Event()
@@ -244,9 +283,11 @@ def test_on_durable_is_called_only_after_the_store_holds_the_write() -> None:
     writer.close()
 
 
-def test_writes_recorded_during_a_commit_share_the_next_one() -> None:
+def test_writes_recorded_during_a_commit_share_the_next_one(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = GatedStore()
-    writer = StoreWriter(store, clock=FakeClock())
+    writer = make_writer(store, clock=FakeClock())
     machines = [StateMachine.create(f"t{i}", "extract", clock=FakeClock()) for i in range(4)]
     told: list[str] = []
     lock = threading.Lock()
@@ -296,11 +337,13 @@ class PickyStore(InMemoryTaskStore):
         return super().save_many(writes)
 
 
-def test_one_refused_task_does_not_hold_back_the_others() -> None:
+def test_one_refused_task_does_not_hold_back_the_others(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = PickyStore({"bad"})
     # a long batching delay keeps the background thread out: only the explicit flushes
     # below write, so the store calls they make can be counted
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     clock = FakeClock()
     for task_id in ("a", "bad", "b", "c"):
         writer.record(StateMachine.create(task_id, "x", clock=clock).snapshot)
@@ -321,9 +364,11 @@ def test_one_refused_task_does_not_hold_back_the_others() -> None:
     writer.close()
 
 
-def test_an_outage_is_not_hammered_one_write_at_a_time() -> None:
+def test_an_outage_is_not_hammered_one_write_at_a_time(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = PickyStore(set())
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
     clock = FakeClock()
     for i in range(50):
         writer.record(StateMachine.create(f"t{i}", "x", clock=clock).snapshot)
@@ -339,9 +384,11 @@ def test_an_outage_is_not_hammered_one_write_at_a_time() -> None:
     writer.close()
 
 
-def test_a_large_flush_is_split_into_bounded_transactions() -> None:
+def test_a_large_flush_is_split_into_bounded_transactions(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = PickyStore(set())
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
     clock = FakeClock()
     sizes: list[int] = []
     original = store.save_many
@@ -364,9 +411,11 @@ def test_a_large_flush_is_split_into_bounded_transactions() -> None:
     writer.close()
 
 
-def test_an_outage_in_the_first_transaction_keeps_the_rest_for_later() -> None:
+def test_an_outage_in_the_first_transaction_keeps_the_rest_for_later(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = PickyStore(set())
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
     clock = FakeClock()
     count = MAX_BATCH * 3
     for i in range(count):
@@ -385,10 +434,12 @@ def test_an_outage_in_the_first_transaction_keeps_the_rest_for_later() -> None:
     writer.close()
 
 
-def test_unstorable_writes_at_the_head_never_keep_the_rest_out_of_a_working_store() -> None:
+def test_unstorable_writes_at_the_head_never_keep_the_rest_out_of_a_working_store(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     bad = {f"bad-{i}" for i in range(6)}
     store = PickyStore(bad)
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
     clock = FakeClock()
     for task_id in [*sorted(bad), "good-0", "good-1", "good-2"]:
         writer.record(StateMachine.create(task_id, "x", clock=clock).snapshot)
@@ -407,7 +458,9 @@ def test_unstorable_writes_at_the_head_never_keep_the_rest_out_of_a_working_stor
     writer.close()
 
 
-def test_a_store_that_raises_something_else_than_store_error_loses_nothing() -> None:
+def test_a_store_that_raises_something_else_than_store_error_loses_nothing(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     class Buggy(InMemoryTaskStore):
         broken = True
 
@@ -417,7 +470,7 @@ def test_a_store_that_raises_something_else_than_store_error_loses_nothing() -> 
             return super().save_many(writes)
 
     store = Buggy()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
     machine = StateMachine.create("t1", "x", clock=FakeClock())
     writer.record(machine.snapshot, durable=True)  # does not raise: the task is unaffected
     assert writer.failures[-1].error == "RuntimeError: a bug in the store's driver"
@@ -428,7 +481,9 @@ def test_a_store_that_raises_something_else_than_store_error_loses_nothing() -> 
     writer.close()
 
 
-def test_a_conflict_a_store_raises_instead_of_returning_is_a_conflict_not_a_failure() -> None:
+def test_a_conflict_a_store_raises_instead_of_returning_is_a_conflict_not_a_failure(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     class RaisesConflicts(InMemoryTaskStore):
         calls = 0
 
@@ -439,7 +494,7 @@ def test_a_conflict_a_store_raises_instead_of_returning_is_a_conflict_not_a_fail
             return super().save_many(writes)
 
     store = RaisesConflicts()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
     clock = FakeClock()
     for task_id in ("taken", "free"):
         writer.record(StateMachine.create(task_id, "x", clock=clock).snapshot)
@@ -453,9 +508,11 @@ def test_a_conflict_a_store_raises_instead_of_returning_is_a_conflict_not_a_fail
     writer.close()
 
 
-def test_a_durable_write_racing_close_is_still_flushed() -> None:
+def test_a_durable_write_racing_close_is_still_flushed(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = InMemoryTaskStore()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     told = threading.Event()
     original_flush = writer.flush
 
@@ -486,10 +543,12 @@ def test_a_durable_write_racing_close_is_still_flushed() -> None:
 
 
 # ---------------------------------------------------------------- stores written in memory
-def test_an_in_memory_store_takes_a_durable_write_on_the_recording_thread() -> None:
+def test_an_in_memory_store_takes_a_durable_write_on_the_recording_thread(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = InMemoryTaskStore()
     assert store.writes_in_memory
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     machine = StateMachine.create("t1", "extract", clock=FakeClock())
     writer.record(machine.snapshot)  # not durable: pending
     machine.mark_queued()
@@ -509,7 +568,9 @@ def test_an_in_memory_store_takes_a_durable_write_on_the_recording_thread() -> N
     writer.close()
 
 
-def test_a_durable_write_during_a_flush_is_left_to_that_flush_without_waiting() -> None:
+def test_a_durable_write_during_a_flush_is_left_to_that_flush_without_waiting(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     class Gated(InMemoryTaskStore):  # in memory, but its first write is held at a gate
         def __init__(self) -> None:
             super().__init__()
@@ -523,7 +584,7 @@ def test_a_durable_write_during_a_flush_is_left_to_that_flush_without_waiting() 
             return super().save_many(writes)
 
     store = Gated()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     first = StateMachine.create("t1", "extract", clock=FakeClock())
     second = StateMachine.create("t2", "extract", clock=FakeClock())
     told: list[str] = []
@@ -547,10 +608,12 @@ def test_a_durable_write_during_a_flush_is_left_to_that_flush_without_waiting() 
     writer.close()
 
 
-def test_a_failing_in_memory_store_leaves_the_write_pending_for_the_background_retry() -> None:
+def test_a_failing_in_memory_store_leaves_the_write_pending_for_the_background_retry(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = FlakyStore()
     store.down = True
-    writer = StoreWriter(store, clock=FakeClock(), retry_interval=0.01)
+    writer = make_writer(store, clock=FakeClock(), retry_interval=0.01)
     machine = StateMachine.create("t1", "extract", clock=FakeClock())
     told = threading.Event()
     writer.record(machine.snapshot, on_durable=told.set)
@@ -568,9 +631,11 @@ def test_a_failing_in_memory_store_leaves_the_write_pending_for_the_background_r
 
 
 # ---------------------------------------------------------------- recording never waits
-def test_recording_never_waits_for_a_lock_a_flush_or_another_recorder_holds() -> None:
+def test_recording_never_waits_for_a_lock_a_flush_or_another_recorder_holds(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = GatedStore()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     first = StateMachine.create("t1", "extract", clock=FakeClock())
     flusher = threading.Thread(
         target=writer.record, args=(first.snapshot,), kwargs={"durable": True}
@@ -599,9 +664,11 @@ def test_recording_never_waits_for_a_lock_a_flush_or_another_recorder_holds() ->
     writer.close()
 
 
-def test_forget_drops_the_writes_recorded_before_it() -> None:
+def test_forget_drops_the_writes_recorded_before_it(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = InMemoryTaskStore()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     kept = StateMachine.create("kept", "extract", clock=FakeClock())
     dropped = StateMachine.create("dropped", "extract", clock=FakeClock())
     writer.record(kept.snapshot)
@@ -615,7 +682,9 @@ def test_forget_drops_the_writes_recorded_before_it() -> None:
     writer.close()
 
 
-def test_durable_writes_recorded_during_a_flush_share_the_next_one_even_when_it_fails() -> None:
+def test_durable_writes_recorded_during_a_flush_share_the_next_one_even_when_it_fails(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     class Down(InMemoryTaskStore):
         writes_in_memory = False
 
@@ -632,7 +701,7 @@ def test_durable_writes_recorded_during_a_flush_share_the_next_one_even_when_it_
             raise StoreError("store unavailable (simulated outage)")
 
     store = Down()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60, retry_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60, retry_interval=60)
     snaps = [StateMachine.create(f"t{i}", "x", clock=FakeClock()).snapshot for i in range(6)]
     first = threading.Thread(target=writer.record, args=(snaps[0],), kwargs={"durable": True})
     first.start()
@@ -658,7 +727,9 @@ def test_durable_writes_recorded_during_a_flush_share_the_next_one_even_when_it_
     writer.close(flush=False)
 
 
-def test_a_burst_the_store_does_not_keep_up_with_is_written_by_the_recording_thread() -> None:
+def test_a_burst_the_store_does_not_keep_up_with_is_written_by_the_recording_thread(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     from chongming_runtime._writer import BACKLOG
 
     class Counting(InMemoryTaskStore):
@@ -673,7 +744,7 @@ def test_a_burst_the_store_does_not_keep_up_with_is_written_by_the_recording_thr
             return super().save_many(writes)
 
     store = Counting()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)  # background: idle
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)  # background: idle
     for i in range(BACKLOG):
         writer.record(StateMachine.create(f"t{i}", "x", clock=FakeClock()).snapshot)
     assert writer.pending_count == BACKLOG  # up to the mark: left to the background
@@ -685,7 +756,9 @@ def test_a_burst_the_store_does_not_keep_up_with_is_written_by_the_recording_thr
     writer.close()
 
 
-def test_a_failing_in_memory_store_is_retried_by_the_background_thread_not_per_write() -> None:
+def test_a_failing_in_memory_store_is_retried_by_the_background_thread_not_per_write(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     class Down(FlakyStore):
         def __init__(self) -> None:
             super().__init__()
@@ -697,7 +770,7 @@ def test_a_failing_in_memory_store_is_retried_by_the_background_thread_not_per_w
 
     store = Down()
     store.down = True
-    writer = StoreWriter(store, clock=FakeClock(), retry_interval=0.01)
+    writer = make_writer(store, clock=FakeClock(), retry_interval=0.01)
     told = [threading.Event() for _ in range(5)]
     for i, event in enumerate(told):
         writer.record(
@@ -713,12 +786,14 @@ def test_a_failing_in_memory_store_is_retried_by_the_background_thread_not_per_w
     writer.close()
 
 
-def test_an_interrupted_flush_still_tells_every_waiter() -> None:
+def test_an_interrupted_flush_still_tells_every_waiter(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     class Interrupted(InMemoryTaskStore):
         def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
             raise KeyboardInterrupt
 
-    writer = StoreWriter(Interrupted(), clock=FakeClock(), flush_interval=60)
+    writer = make_writer(Interrupted(), clock=FakeClock(), flush_interval=60)
     told: list[str] = []
     writer.record(StateMachine.create("t0", "x", clock=FakeClock()).snapshot)
     with pytest.raises(KeyboardInterrupt):  # flushed on this thread (written in memory)
@@ -730,9 +805,11 @@ def test_an_interrupted_flush_still_tells_every_waiter() -> None:
     writer.close(flush=False)
 
 
-def test_a_side_path_update_never_reaches_a_finished_tasks_row() -> None:
+def test_a_side_path_update_never_reaches_a_finished_tasks_row(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = InMemoryTaskStore()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     clock = FakeClock()
     until = clock.now()
     machine = StateMachine(
@@ -763,9 +840,11 @@ def test_a_side_path_update_never_reaches_a_finished_tasks_row() -> None:
     writer.close()
 
 
-def test_a_retried_task_takes_side_path_updates_again() -> None:
+def test_a_retried_task_takes_side_path_updates_again(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = InMemoryTaskStore()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     clock = FakeClock()
     machine = StateMachine.create("t1", "x", max_attempts=2, clock=clock)
     writer.record(machine.snapshot)
@@ -808,12 +887,14 @@ def _interrupting_once(method: str) -> InMemoryTaskStore:
     return store
 
 
-def test_an_interrupted_flush_keeps_the_writes_it_had_taken() -> None:
+def test_an_interrupted_flush_keeps_the_writes_it_had_taken(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     """A Ctrl-C inside the store's write (the main thread flushing) must not drop the batch:
     the next flush writes it, history and all."""
 
     store = _interrupting_once("save_many")
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     machine = StateMachine.create("t1", "x", clock=FakeClock())
     writer.record(machine.snapshot)
     machine.mark_queued()
@@ -836,9 +917,11 @@ def test_an_interrupted_flush_keeps_the_writes_it_had_taken() -> None:
     writer.close()
 
 
-def test_an_interrupted_flush_keeps_the_touches_it_had_taken() -> None:
+def test_an_interrupted_flush_keeps_the_touches_it_had_taken(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = _interrupting_once("touch_many")
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     machine = StateMachine.create("t1", "x", clock=FakeClock())
     writer.record(machine.snapshot)
     assert writer.flush()
@@ -874,12 +957,14 @@ def _answer_lost(error: BaseException) -> tuple[InMemoryTaskStore, Callable[[], 
     return store, lambda: armed.append(True)
 
 
-def test_a_write_the_store_committed_just_before_a_ctrl_c_is_not_written_again() -> None:
+def test_a_write_the_store_committed_just_before_a_ctrl_c_is_not_written_again(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     """SQLite raises a Ctrl-C that arrived during COMMIT after the commit; psycopg re-raises
     it after the statement finished. The next flush asks the store instead of writing the
     same version again (which would look like another process's write: a conflict)."""
     store, arm = _answer_lost(KeyboardInterrupt())
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     machine = StateMachine.create("t1", "x", clock=FakeClock())
     writer.record(machine.snapshot)
     assert writer.flush()
@@ -900,7 +985,9 @@ def test_a_write_the_store_committed_just_before_a_ctrl_c_is_not_written_again()
     assert writer.pending_count == 0
 
 
-def test_single_writes_made_before_a_ctrl_c_are_not_written_again() -> None:
+def test_single_writes_made_before_a_ctrl_c_are_not_written_again(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     """A batch the store refused is written one task at a time; a Ctrl-C during the third
     such write leaves the first two in the store."""
 
@@ -919,7 +1006,7 @@ def test_single_writes_made_before_a_ctrl_c_are_not_written_again() -> None:
             return super().save_many(writes)
 
     store = Refusing()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     for task_id in ("a", "b", "bad", "c"):
         writer.record(StateMachine.create(task_id, "x", clock=FakeClock()).snapshot)
     store.interrupt_on_single = 3  # 'a' and 'b' went in alone; the write of 'bad' is cut
@@ -933,7 +1020,9 @@ def test_single_writes_made_before_a_ctrl_c_are_not_written_again() -> None:
     assert {f.error for f in writer.failures} == {"StoreError: cannot store this one"}
 
 
-def test_a_batch_the_memory_store_took_in_part_before_a_ctrl_c_is_completed() -> None:
+def test_a_batch_the_memory_store_took_in_part_before_a_ctrl_c_is_completed(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     """The memory store writes item by item: a signal between two items leaves half a batch."""
 
     class Halfway(InMemoryTaskStore):
@@ -946,7 +1035,7 @@ def test_a_batch_the_memory_store_took_in_part_before_a_ctrl_c_is_completed() ->
             super()._create(snapshot, transitions)
 
     store = Halfway()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     first = StateMachine.create("a", "x", clock=FakeClock())
     writer.record(first.snapshot)
     writer.record(StateMachine.create("b", "x", clock=FakeClock()).snapshot)
@@ -963,7 +1052,9 @@ def test_a_batch_the_memory_store_took_in_part_before_a_ctrl_c_is_completed() ->
     assert _trail(store, "a") == [TaskStatus.QUEUED]
 
 
-def test_writes_in_doubt_wait_while_the_store_cannot_be_asked() -> None:
+def test_writes_in_doubt_wait_while_the_store_cannot_be_asked(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     class Flaky(InMemoryTaskStore):
         interrupt = False
         down = False
@@ -981,7 +1072,7 @@ def test_writes_in_doubt_wait_while_the_store_cannot_be_asked() -> None:
             return super().query(query)
 
     store = Flaky()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     machine = StateMachine.create("t1", "x", clock=FakeClock())
     writer.record(machine.snapshot)
     store.interrupt = True
@@ -1002,9 +1093,11 @@ def test_writes_in_doubt_wait_while_the_store_cannot_be_asked() -> None:
     assert _trail(store, "t1") == [TaskStatus.QUEUED]
 
 
-def test_writes_kept_by_an_interrupted_flush_are_written_without_another_record() -> None:
+def test_writes_kept_by_an_interrupted_flush_are_written_without_another_record(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = _interrupting_once("save_many")
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     machine = StateMachine.create("t1", "x", clock=FakeClock())
     with pytest.raises(KeyboardInterrupt):
         writer.record(machine.snapshot, durable=True)
@@ -1015,13 +1108,15 @@ def test_writes_kept_by_an_interrupted_flush_are_written_without_another_record(
     writer.close()
 
 
-def test_a_write_that_failed_after_it_went_in_is_not_taken_for_another_writers() -> None:
+def test_a_write_that_failed_after_it_went_in_is_not_taken_for_another_writers(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     """PostgreSQL: the connection drops after the commit, before its answer, and the store's
     own retry cannot reach the server. The write is in the store although it failed; the
     next flush asks instead of meeting its own version as a conflict (the task was never
     written again: its end was lost)."""
     store, arm = _answer_lost(StoreError("server closed the connection unexpectedly"))
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     machine = StateMachine.create("t1", "x", clock=FakeClock())
     writer.record(machine.snapshot)
     assert writer.flush()
@@ -1048,12 +1143,14 @@ def test_a_write_that_failed_after_it_went_in_is_not_taken_for_another_writers()
     writer.close()
 
 
-def test_a_batch_that_failed_after_it_went_in_is_not_written_again_task_by_task() -> None:
+def test_a_batch_that_failed_after_it_went_in_is_not_written_again_task_by_task(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     """A batch the store refused is written one task at a time (D34); when the batch had gone
     in and only its answer was lost, each single write met its own version, was taken for
     another writer's, and the tasks were never written again (their ends lost)."""
     store, arm = _answer_lost(StoreError("server closed the connection unexpectedly"))
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     machines = [StateMachine.create(task_id, "x", clock=FakeClock()) for task_id in ("a", "b")]
     for machine in machines:
         writer.record(machine.snapshot)
@@ -1075,7 +1172,9 @@ def test_a_batch_that_failed_after_it_went_in_is_not_written_again_task_by_task(
     writer.close()
 
 
-def test_a_batch_that_failed_is_kept_in_doubt_while_the_store_cannot_be_asked() -> None:
+def test_a_batch_that_failed_is_kept_in_doubt_while_the_store_cannot_be_asked(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     class Down(InMemoryTaskStore):
         answers = True
         queries = True
@@ -1092,7 +1191,7 @@ def test_a_batch_that_failed_is_kept_in_doubt_while_the_store_cannot_be_asked() 
             return super().query(query)
 
     store = Down()
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     for task_id in ("a", "b"):
         writer.record(StateMachine.create(task_id, "x", clock=FakeClock()).snapshot)
     store.answers = store.queries = False

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from chongming_core import (
     ConcurrencyConflict,
@@ -19,6 +19,7 @@ from chongming_core import (
     TouchUpdate,
 )
 from chongming_runtime._writer import StoreWriter
+from chongming_runtime.testing import wait_until
 
 WAIT = 10.0
 
@@ -74,17 +75,11 @@ def _snapshot(task_id: str) -> TaskSnapshot:
     return StateMachine.create(task_id, "x", clock=FakeClock()).snapshot
 
 
-def _until(predicate: object, what: str) -> None:
-    deadline = time.monotonic() + WAIT
-    while not predicate():  # type: ignore[operator]
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.002)
-
-
-def test_a_locked_store_is_tried_once_per_flush_not_write_by_write() -> None:
+def test_a_locked_store_is_tried_once_per_flush_not_write_by_write(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = LockedStore(busy_timeout=0.05)
-    writer = StoreWriter(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)  # explicit flushes only
     for i in range(5):
         writer.record(_snapshot(f"t{i}"))
     writer.touch(TouchUpdate("t0", pid=42))
@@ -107,9 +102,11 @@ def test_a_locked_store_is_tried_once_per_flush_not_write_by_write() -> None:
     writer.close()
 
 
-def test_a_durable_write_recorded_while_a_flush_waits_for_the_lock_waits_for_it_only() -> None:
+def test_a_durable_write_recorded_while_a_flush_waits_for_the_lock_waits_for_it_only(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = LockedStore(busy_timeout=0.4)
-    writer = StoreWriter(store, clock=FakeClock(), retry_interval=60)
+    writer = make_writer(store, clock=FakeClock(), retry_interval=60)
     writer.record(_snapshot("first"))  # the background thread flushes it: waits for the lock
     store.hold()
     assert store.waiting.wait(WAIT)
@@ -145,12 +142,14 @@ def test_a_durable_write_recorded_while_a_flush_waits_for_the_lock_waits_for_it_
     writer.close()
 
 
-def test_a_durable_write_after_a_locked_flush_is_tried_at_once_not_after_the_pause() -> None:
+def test_a_durable_write_after_a_locked_flush_is_tried_at_once_not_after_the_pause(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     store = LockedStore(busy_timeout=0.05)
-    writer = StoreWriter(store, clock=FakeClock(), retry_interval=60)
+    writer = make_writer(store, clock=FakeClock(), retry_interval=60)
     store.hold()
     writer.record(_snapshot("first"))
-    _until(lambda: len(store.waits) == 1 and not store.waiting.is_set(), "the first attempt")
+    wait_until(lambda: len(store.waits) == 1 and not store.waiting.is_set(), "the first attempt")
     time.sleep(0.05)  # the background thread now pauses (60 s) before it tries again
     told = threading.Event()
     store.release()
@@ -161,7 +160,9 @@ def test_a_durable_write_after_a_locked_flush_is_tried_at_once_not_after_the_pau
     writer.close()
 
 
-def test_no_exception_the_store_raises_ends_the_writers_thread() -> None:
+def test_no_exception_the_store_raises_ends_the_writers_thread(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
     class Exits(InMemoryTaskStore):
         writes_in_memory = False
 
@@ -176,13 +177,13 @@ def test_no_exception_the_store_raises_ends_the_writers_thread() -> None:
             return super().save_many(writes)
 
     store = Exits()
-    writer = StoreWriter(store, clock=FakeClock(), retry_interval=0.01)
+    writer = make_writer(store, clock=FakeClock(), retry_interval=0.01)
     writer.record(_snapshot("first"))
-    _until(lambda: store.exits == 0, "both SystemExits")
+    wait_until(lambda: store.exits == 0, "both SystemExits")
     told = threading.Event()
     writer.record(_snapshot("last"), on_durable=told.set)
     assert told.wait(WAIT)
-    _until(lambda: store.get("first") is not None, "the first write")
+    wait_until(lambda: store.get("first") is not None, "the first write")
     assert store.get("last") is not None
     assert writer._thread is not None
     assert writer._thread.is_alive()
