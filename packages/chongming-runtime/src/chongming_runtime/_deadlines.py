@@ -27,6 +27,11 @@ __all__ = ["Deadlines"]
 _S = TaskStatus
 _log = logging.getLogger("chongming_task.runtime")
 
+#: Where a start timeout finds a task whose body has not begun and no attempt is under way:
+#: it ends ``cancelled`` (R1). A task paused before start holds no timer (its remainder is
+#: kept) and a stopping one ends by its stop.
+_NOT_STARTED = frozenset({_S.PENDING, _S.BLOCKED, _S.QUEUED, _S.RETRY_WAIT})
+
 
 def start_timeout_failure(
     task_id: str, limit: float, policy: RetryPolicy
@@ -85,11 +90,12 @@ class Deadlines(RunCore):
             message, error, failure = start_timeout_failure(
                 self._task_id, self._timeout.start, self._policy
             )
-            if status in {_S.PENDING, _S.BLOCKED, _S.QUEUED}:  # R1
+            if status in _NOT_STARTED:  # R1; retry_wait after an attempt that never began (D91)
                 self._record(
                     machine.mark_cancelled(failure=failure, actor=self._actor, reason=message)
                 )
-            elif status in {_S.STARTING, _S.PAUSING} and self._attempt is not None:
+            elif status is _S.STARTING and self._attempt is not None:
+                # a pause asked meanwhile waits for the body (D90): it never hides this
                 attempt = self._attempt
                 attempt.control.request_stop(message)
                 self._close_attempt(attempt)

@@ -291,6 +291,7 @@ class Supervision(Pausing):
                     )
                     attempt.beat_shown = now
                     self._record(running)
+                    self._apply_held_pause(attempt)  # asked while starting (D90)
                 if status is not _S.STOPPING:
                     self._arm_deadlines(attempt, now)
         self._deliver()
@@ -349,12 +350,18 @@ class Supervision(Pausing):
                 f"stopped: {self._stop_reason}" if self._stop_reason else "stopped on request"
             )
             crash = result.failure.message if result.failure else "the carrier ended"
-            how = (
-                f"the body did not stop within the graceful window of {self._graceful:g}s, "
-                f"so it was ended by force ({crash})"
-                if attempt.forced
-                else f"its process ended before the body stopped ({crash})"
-            )
+            if not attempt.forced:
+                how = f"its process ended before the body stopped ({crash})"
+            elif attempt.started:
+                how = (
+                    f"the body did not stop within the graceful window of {self._graceful:g}s, "
+                    f"so it was ended by force ({crash})"
+                )
+            else:  # stopped while starting: there was no body to stop yet (D90)
+                how = (
+                    f"its body had not begun when the graceful window of {self._graceful:g}s "
+                    f"passed, so its process was ended by force ({crash})"
+                )
             failure = Failure.of(FailureKind.CANCELLED, f"{requested}; {how}", retryable=False)
             self._record(
                 machine.mark_stopped(failure=failure, actor=self._actor, reason=self._stop_reason)
@@ -473,17 +480,18 @@ class Supervision(Pausing):
         self._notify_all()
 
     def _leave_suspension(self, why: str) -> None:
-        """Before an attempt-ending transition: pausing/paused have no edge to most ends."""
+        """Before an attempt-ending transition: pausing/paused have no edge to most ends.
+        A pause still waiting for the body to begin ends with the attempt (D90)."""
         status = self._machine.status
         if status is _S.PAUSING:
             self._record(self._machine.abort_pause(actor=self._actor, reason=why))
-            self._resolve_pause(False)
         elif status is _S.PAUSED and self._machine.snapshot.paused_in_place:
             self._record(
                 self._machine.mark_running(
                     actor=self._actor, reason=why, trigger=_ENDED_WHILE_PAUSED
                 )
             )
+        self._resolve_pause(False)
 
     def _on_terminal(self) -> None:
         for timer in (self._backoff_timer, self._start_timer):
@@ -560,7 +568,7 @@ class Supervision(Pausing):
                     )
                 elif status is _S.PAUSING:
                     self._record(machine.abort_pause(actor=who, reason=text))
-                    self._resolve_pause(False)
+                self._resolve_pause(False)  # a pause under way, or held while starting
                 attempt.control.request_stop(text)
                 self._cancel_deadlines(attempt)
                 if attempt.graceful_timer is None:
