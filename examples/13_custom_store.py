@@ -15,6 +15,7 @@ import threading
 from collections import Counter
 from collections.abc import Collection, Iterable, Sequence
 from datetime import datetime
+from typing import Any
 
 from chongming_task import (
     Command,
@@ -29,7 +30,11 @@ from chongming_task import (
     TouchUpdate,
     Transition,
 )
-from chongming_task.testing.store_contract import StoreContract
+from chongming_task.testing.store_contract import (
+    StoreContract,
+    damage_memory_task,
+    damage_memory_transition,
+)
 
 
 class CountingTaskStore(TaskStore):
@@ -156,10 +161,21 @@ class CountingTaskStore(TaskStore):
 
 
 class TestCountingTaskStore(StoreContract):
-    """The whole contract, run against the new backend: one method to write."""
+    """The whole contract, run against the new backend: `make_store`, and the two hooks
+    that plant a damaged row underneath it (as another program would), so the contract
+    can check that such a row is named and every other task is read as usual."""
 
     def make_store(self) -> TaskStore:
-        return CountingTaskStore(InMemoryTaskStore())
+        self.inner = InMemoryTaskStore()
+        return CountingTaskStore(self.inner)
+
+    def plant_unreadable_task(self, task_id: str, field: str, value: Any) -> bool:
+        return damage_memory_task(self.inner, task_id, field, value)
+
+    def plant_unreadable_transition(
+        self, task_id: str, status_version: int, field: str, value: Any
+    ) -> bool:
+        return damage_memory_transition(self.inner, task_id, status_version, field, value)
 
 
 def main() -> None:

@@ -493,8 +493,9 @@ def test_reconcile_and_prune(populated: Workspace, tmp_path: Path) -> None:
         ),
         pytest.param("", 1, 'pip install -U "chongming-task[tui]"', id="no-dashboard"),
         pytest.param(
-            "def run_dashboard(*, controller, store_label):\n"
+            "def run_dashboard(*, controller, store_label, reconcile_command):\n"
             "    print('dashboard on', store_label, controller.stats().total)\n"
+            "    print(reconcile_command)\n"
             "    return 0\n",
             0,
             "dashboard on",
@@ -514,7 +515,11 @@ def test_dashboard_needs_the_tui_extra(
     if code:
         assert expected in _one_error_line(done.stderr)
     else:
-        assert done.stdout.strip() == f"dashboard on {populated.db} 3"
+        # the reconcile view's command reaches this store when pasted
+        assert done.stdout.splitlines() == [
+            f"dashboard on {populated.db} 3",
+            f"chongming-task --db {populated.db} reconcile",
+        ]
 
 
 # ------------------------------------------------------------------ secrets

@@ -220,6 +220,7 @@ def test_dashboard_store_label_has_no_password(
     from psycopg.conninfo import conninfo_to_dict
 
     import chongming_tui
+    from chongming_store_postgres import PostgresTaskStore
 
     params = conninfo_to_dict(postgres_dsn)
     url_pw = (
@@ -228,16 +229,21 @@ def test_dashboard_store_label_has_no_password(
     )
     seen: dict[str, Any] = {}
 
-    def fake_dashboard(*, controller: Controller, store_label: str, **_: Any) -> int:
+    def fake_dashboard(
+        *, controller: Controller, store_label: str, reconcile_command: str, **_: Any
+    ) -> int:
         seen["label"] = store_label
         seen["controller"] = repr(controller)
+        seen["command"] = reconcile_command
         return 0
 
+    PostgresTaskStore(postgres_dsn, schema=pg_schema).close()  # the dashboard creates nothing
     monkeypatch.setattr(chongming_tui, "run_dashboard", fake_dashboard)
     code, out, err = run_cli("--dsn", url_pw, "dashboard")
     assert code == 0, err
     assert "127.0.0.1" in seen["label"]
-    assert SECRET not in seen["label"] + seen["controller"] + out + err
+    assert seen["command"] == 'chongming-task --dsn "$CHONGMING_DSN" reconcile'
+    assert SECRET not in seen["label"] + seen["controller"] + seen["command"] + out + err
 
 
 # ------------------------------------------------------------------ file permissions

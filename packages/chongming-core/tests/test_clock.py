@@ -253,3 +253,35 @@ def test_a_deadline_too_far_to_sleep_for_never_ends_the_timer_thread(
     again = threading.Event()
     clock.call_later(0.01, again.set)
     assert again.wait(WAIT)
+
+
+@pytest.mark.parametrize(
+    "raised",
+    [SystemExit("a callback exits"), KeyboardInterrupt(), GeneratorExit()],
+    ids=["SystemExit", "KeyboardInterrupt", "GeneratorExit"],
+)
+def test_no_exception_of_a_callback_ends_the_timer_thread(
+    raised: BaseException, caplog: pytest.LogCaptureFixture
+) -> None:
+    # the one timer thread serves every deadline of the process: one callback raising
+    # a BaseException ended it, and every timeout, graceful window and lease renewal
+    # after it never fired (until some later call_at happened to start a new thread)
+    clock = SystemClock()
+    threads: list[threading.Thread] = []
+    after = threading.Event()
+
+    def broken() -> None:
+        threads.append(threading.current_thread())
+        raise raised
+
+    def later() -> None:
+        threads.append(threading.current_thread())
+        after.set()
+
+    with caplog.at_level(logging.ERROR, logger="chongming_task.clock"):
+        clock.call_later(0, broken)
+        clock.call_later(0.05, later)  # scheduled before the failure: no new thread for it
+        assert after.wait(WAIT)
+    assert threads[0] is threads[1]
+    assert threads[0].is_alive()
+    assert any(type(raised).__name__ in (r.exc_text or "") for r in caplog.records)

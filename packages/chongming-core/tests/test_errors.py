@@ -145,6 +145,12 @@ def test_concurrency_conflict_attributes() -> None:
     assert (created.expected, created.actual) == (None, None)
 
 
+def test_store_error_says_whether_a_lock_held_elsewhere_ran_out() -> None:
+    plain = StoreError("disk full", task_id="t1")
+    assert (plain.locked, plain.task_id, str(plain)) == (False, "t1", "disk full")
+    assert StoreError("database is locked", locked=True).locked
+
+
 def test_circular_dependency_names_the_cycle() -> None:
     error = CircularDependency(["a", "b", "c", "a"])
     assert error.cycle == ("a", "b", "c", "a")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from datetime import timedelta
 
@@ -10,6 +11,7 @@ from chongming_core import (
     FakeClock,
     InMemoryTaskStore,
     StateMachine,
+    TaskQuery,
     TaskSnapshot,
     TaskStatus,
     Transition,
@@ -194,3 +196,58 @@ def test_a_task_paused_in_place_whose_holder_died_ran_and_paused_until_its_lease
     assert last.paused_seconds == 30.0
     assert stored.elapsed(clock.now()) == 5.0
     assert stored.paused_for(clock.now()) == 30.0
+
+
+def _damage(store: InMemoryTaskStore, task_id: str, **changes: object) -> object:
+    """Replace the task's entry with its stored document, changed (a damaged row)."""
+    current = store.get(task_id)
+    assert current is not None
+    document = {**current.to_dict(), **changes}
+    store._tasks[task_id] = document  # type: ignore[assignment]
+    return document
+
+
+def test_a_row_that_cannot_be_read_is_named_and_every_other_task_reconciled() -> None:
+    clock = FakeClock()
+    store = InMemoryTaskStore()
+    _put(store, clock, "crashed", RUNNING)
+    _put(store, clock, "victim", RUNNING)
+    _put(store, clock, "waiting", ["mark_queued"])
+    damaged = _damage(store, "victim", status_version="seven")
+    clock.advance(60)
+    report = reconcile_store(store, actor="worker-2", clock=clock, buckets=None)
+    assert [s.task_id for s in report.lost] == ["crashed"]
+    assert [s.task_id for s in report.adoptable] == ["waiting"]
+    (row,) = report.unreadable
+    assert row.task_id == "victim"
+    assert row.problem == "status_version must be an integer, got 'seven'"
+    stored = store.get("crashed")
+    assert stored is not None
+    assert stored.status is S.LOST
+    assert store._tasks["victim"] is damaged  # not judged: left exactly as it was
+    dry = reconcile_store(store, actor="worker-2", clock=clock, buckets=None, dry_run=True)
+    assert [r.task_id for r in dry.unreadable] == ["victim"]
+    mine = reconcile_store(store, actor="w", clock=clock, buckets=None, skip_task_ids={"victim"})
+    assert mine.unreadable == ()  # a task held here is never judged, nor named
+
+
+class _IgnoresLeaseFilter(InMemoryTaskStore):
+    """Answers a query for expired leases with every task of the statuses asked for (as a
+    store whose lease column disagrees with its record would)."""
+
+    def query(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
+        if query is not None:
+            query = dataclasses.replace(query, lease_expired_before=None)
+        return super().query(query)
+
+
+def test_a_task_whose_record_shows_a_live_lease_is_never_marked_lost() -> None:
+    clock = FakeClock()
+    store = _IgnoresLeaseFilter()
+    _put(store, clock, "alive", RUNNING, lease_seconds=3600)
+    _put(store, clock, "gone", RUNNING, lease_seconds=-1)
+    report = reconcile_store(store, actor="worker-2", clock=clock, buckets=None)
+    assert [s.task_id for s in report.lost] == ["gone"]
+    alive = store.get("alive")
+    assert alive is not None
+    assert alive.status is S.RUNNING

@@ -11,10 +11,13 @@ import pytest
 from chongming_core import (
     Command,
     InMemoryTaskStore,
+    StoreError,
     TaskQuery,
     TaskSnapshot,
+    TaskStatus,
     TaskStore,
     Transition,
+    unreadable_in,
 )
 from chongming_store_contract import StoreContract
 
@@ -120,6 +123,57 @@ class _CreateOverwrites(InMemoryTaskStore):
             super().create(snapshot, transitions)
 
 
+class _HidesMalformedCommands(InMemoryTaskStore):
+    """Leases a row it cannot read but never hands it out: nobody ever settles it."""
+
+    def claim_commands(
+        self,
+        owner: str,
+        *,
+        now: datetime,
+        lease_seconds: float,
+        limit: int = 100,
+        task_ids: Collection[str] | None = None,
+        buckets: Collection[int] | None = None,
+    ) -> list[Command]:
+        claimed = super().claim_commands(
+            owner, now=now, lease_seconds=lease_seconds, limit=limit, task_ids=task_ids,
+            buckets=buckets,
+        )  # fmt: skip
+        return [c for c in claimed if c.problem is None]
+
+
+class _HidesUnreadableRows(InMemoryTaskStore):
+    """Leaves damaged rows out of a listing without naming them."""
+
+    def query(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
+        return list(super().query(query))
+
+    def history(self, task_id: str) -> list[Transition]:
+        return list(super().history(task_id))
+
+
+class _GetHidesUnreadableRow(InMemoryTaskStore):
+    """Answers "no such task" for a task whose row it cannot read."""
+
+    def get(self, task_id: str) -> TaskSnapshot | None:
+        try:
+            return super().get(task_id)
+        except StoreError:
+            return None
+
+
+class _CountsUnreadableAsAnything(InMemoryTaskStore):
+    """Counts a row it cannot read under the first status."""
+
+    def status_counts(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
+        counts = super().status_counts(query)
+        found = dict(counts)
+        for _ in unreadable_in(counts):
+            found[TaskStatus.PENDING] = found.get(TaskStatus.PENDING, 0) + 1
+        return found
+
+
 _CASES = [
     (_IgnoresVersions, "test_save_stale_version_conflicts_and_writes_nothing"),
     (_DuplicatesHistory, "test_append_is_idempotent_on_task_and_version"),
@@ -131,6 +185,15 @@ _CASES = [
     (_LosesEmptyStrings, "test_empty_strings_and_zero_values_stay_distinct_from_none"),
     (_ForgetsToClose, "test_every_call_after_close_raises_store_error"),
     (_CreateOverwrites, "test_concurrent_creates_of_one_id_have_one_winner"),
+    (_HidesMalformedCommands, "test_a_malformed_command_row_is_handed_out_with_its_problem"),
+    (_HidesUnreadableRows, "test_query_lists_every_other_task_and_names_the_rows_it_cannot_read"),
+    (_HidesUnreadableRows, "test_an_unreadable_row_keeps_its_place_for_limit_and_offset"),
+    (
+        _HidesUnreadableRows,
+        "test_history_lists_every_other_transition_and_names_the_one_it_cannot_read",
+    ),
+    (_GetHidesUnreadableRow, "test_get_of_a_row_that_cannot_be_read_raises_store_error_naming_it"),
+    (_CountsUnreadableAsAnything, "test_counts_skip_a_row_whose_status_cannot_be_read_and_name_it"),
 ]
 
 

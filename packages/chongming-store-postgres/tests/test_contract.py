@@ -8,6 +8,7 @@ while the current test runs; a test takes a ready one in a few milliseconds.
 
 from __future__ import annotations
 
+import json
 import os
 import queue
 import threading
@@ -19,13 +20,34 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from chongming_core import TaskStore
-from chongming_store_contract import StoreContract
+from chongming_core import Command, TaskStore
+from chongming_store_contract import Malformed, StoreContract
 from chongming_store_postgres import PostgresTaskStore
+from chongming_store_postgres._codec import command_params
 
 _ENV = "CHONGMING_TEST_POSTGRES"
+_TIME_COLUMNS = {"issued_at", "lease_until", "completed_at"}
+
+#: Columns that can hold a value of the wrong shape despite their types, with the cast of
+#: the value: text where a status belongs, JSON where a record belongs. A timestamptz,
+#: bigint or text[] column holds only what its type allows (a string there is refused).
+_TASK_COLUMNS = {"status": "", "failure": "::jsonb", "attempts": "::jsonb", "progress": "::json"}
+_TRANSITION_COLUMNS = {"from_status", "to_status"}
 _READY_AHEAD = 2
 _TAKE_TIMEOUT = 60.0
+
+
+def write_command_row(dsn: str, schema: str, command: Command, raw: dict[str, object]) -> None:
+    """Insert `command` into the commands table of `schema` with SQL, the columns of `raw`
+    holding their raw values instead (as another program could)."""
+    values = {**command_params(command), **raw}
+    statement = sql.SQL("INSERT INTO {} ({}) VALUES ({})").format(
+        sql.Identifier(schema, "commands"),
+        sql.SQL(", ").join(sql.Identifier(name) for name in values),
+        sql.SQL(", ").join(sql.Placeholder(name) for name in values),
+    )
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(statement, values)
 
 
 def drop_schema(conn: psycopg.Connection[Any], schema: str) -> None:
@@ -129,6 +151,41 @@ class TestPostgresStoreContract(StoreContract):
     def open_same_store(self, store: TaskStore) -> TaskStore:
         assert isinstance(store, PostgresTaskStore)
         return PostgresTaskStore(self._dsn, schema=store.schema, max_size=4)
+
+    def write_malformed_command(self, command: Command, column: str, bad: Malformed) -> bool:
+        """Typed columns hold only valid text and times; a ``timestamptz`` column holds
+        ``infinity``, which no `datetime` can hold."""
+        if bad is not Malformed.OUT_OF_RANGE_TIME or column not in _TIME_COLUMNS:
+            return False
+        assert isinstance(self.store, PostgresTaskStore)
+        write_command_row(self._dsn, self.store.schema, command, {column: "infinity"})
+        return True
+
+    def _update(self, table: str, column: str, cast: str, value: Any, *keys: Any) -> None:
+        where = "task_id = %s" + (" AND status_version = %s" if len(keys) > 1 else "")
+        statement = sql.SQL("UPDATE {} SET {} = %s{} WHERE {}").format(
+            sql.Identifier(self._schema or "", table),
+            sql.Identifier(column),
+            sql.SQL(cast),  # a literal of the table above, never the caller's text
+            sql.SQL(where),
+        )
+        with psycopg.connect(self._dsn, autocommit=True) as conn:
+            assert conn.execute(statement, (value, *keys)).rowcount == 1
+
+    def plant_unreadable_task(self, task_id: str, field: str, value: Any) -> bool:
+        cast = _TASK_COLUMNS.get(field)
+        if cast is None:
+            return False
+        self._update("tasks", field, cast, json.dumps(value) if cast else value, task_id)
+        return True
+
+    def plant_unreadable_transition(
+        self, task_id: str, status_version: int, field: str, value: Any
+    ) -> bool:
+        if field not in _TRANSITION_COLUMNS:
+            return False
+        self._update("transitions", field, "", value, task_id, status_version)
+        return True
 
     def teardown_method(self, method: object) -> None:
         try:

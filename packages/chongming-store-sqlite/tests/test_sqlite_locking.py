@@ -49,6 +49,7 @@ def test_a_lock_held_past_the_busy_timeout_is_a_store_error(store: SqliteTaskSto
         assert "0.2 s" in message
         assert "Retry later" in message
         assert isinstance(caught.value.__cause__, sqlite3.OperationalError)
+        assert caught.value.locked  # nothing was written: the writer retries it whole (D66)
         assert waited >= 0.15, "the write waited for the lock before giving up"
         # WAL: readers are not blocked by the writer, and see the data written before.
         assert store.get("t1") == built.snapshot
@@ -88,8 +89,9 @@ def check_every_write(store: SqliteTaskStore, tmp_path: Path) -> None:
     blocker = hold_write_lock(store.path)
     try:
         for write in writes:
-            with pytest.raises(StoreError, match="locked"):
+            with pytest.raises(StoreError, match="locked") as caught:
                 write()
+            assert caught.value.locked
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()

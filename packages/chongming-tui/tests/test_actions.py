@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from textual.pilot import Pilot
-from textual.widgets import DataTable
+from textual.widgets import DataTable, Static
 
 from chongming_core import FakeClock, StateMachine
 from chongming_runtime import Controller
@@ -173,6 +173,24 @@ def test_the_reconcile_view_is_a_dry_run(
         assert {s.task_id: s.status for s in store.query()} == before  # nothing written
         await pilot.press("escape")
         assert app.screen is app.overview
+
+    drive(app, scenario)
+
+
+def test_the_reconcile_view_names_the_command_that_applies_it(
+    console: Controller, make_app: Callable[..., DashboardApp]
+) -> None:
+    """The command the view suggests is the one the console passed, store options and
+    all, so it works when pasted (a bare ``chongming-task reconcile`` reached another store)."""
+    command = "chongming-task --db /data/tasks.db reconcile"
+    app = make_app(console, reconcile_command=command)
+
+    async def scenario(pilot: Pilot[int]) -> None:
+        await pilot.press("R")
+        await wait_for(pilot, lambda: isinstance(app.screen, ReconcileScreen), "the view")
+        title = app.screen.query_one("#reconcile-title", Static)
+        await wait_for(pilot, lambda: "to apply" in str(title.render()), "the dry run")
+        assert f"(to apply: {command})" in str(title.render())
 
     drive(app, scenario)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
@@ -23,7 +23,7 @@ from chongming_cli._output import (
     write_json,
 )
 from chongming_cli._session import NodeOptions, open_controller
-from chongming_core import TaskSnapshot, TaskStatus
+from chongming_core import TaskSnapshot, TaskStatus, UnreadableRow, unreadable_in
 from chongming_runtime import (
     Controller,
     RegisteredTask,
@@ -71,6 +71,28 @@ def unknown_task(task_id: str, node: NodeOptions) -> str:
     return (
         f"no task {printable(repr(task_id))} in {node.location.label} (is it the right "
         f"store?); list the tasks with: {suggest(node, 'ps')}"
+    )
+
+
+#: Rows that could not be read named one per line before the rest are only counted.
+_NAMED_UNREADABLE = 20
+
+
+def _unreadable_failure(console: Console, rows: Sequence[UnreadableRow], done: str) -> None:
+    """Name each stored row that could not be read on stderr, one line each, then fail
+    (exit 1) once `done` ("everything else was listed") is said: the output is honest
+    about what it holds, but it is not all that was asked for."""
+    if not rows:
+        return
+    for row in rows[:_NAMED_UNREADABLE]:
+        console.note(f"error: {printable(row.message)}")
+    if len(rows) > _NAMED_UNREADABLE:
+        console.note(f"error: and {len(rows) - _NAMED_UNREADABLE} more rows that cannot be read")
+    count = "1 stored row" if len(rows) == 1 else f"{len(rows)} stored rows"
+    raise CliError(
+        f"{count} could not be read (named above); {done}. A damaged row was written by "
+        "another program or by hand: restore it from a backup, or delete that task's rows "
+        "with the database's own tools"
     )
 
 
@@ -160,8 +182,10 @@ def cmd_ps(args: argparse.Namespace, node: NodeOptions, console: Console) -> int
         if args.limit is not None:
             found.reverse()
         now = controller.clock.now()
+    unreadable = unreadable_in(found)
     if args.json:
         write_json(console.out, [s.to_dict() for s in found])
+        _unreadable_failure(console, unreadable, "every other task was listed")
         return EXIT_OK
     console.say(render_table(found, now=now, encoding=console.encoding))
     unrenewed = [s.task_id for s in found if lease_expired_for(s, now) is not None]
@@ -173,6 +197,7 @@ def cmd_ps(args: argparse.Namespace, node: NodeOptions, console: Console) -> int
             f"them, their process may be gone): {shown}{more}; see: "
             f"{suggest(node, 'reconcile', '--dry-run')}"
         )
+    _unreadable_failure(console, unreadable, "every other task was listed")
     return EXIT_OK
 
 
@@ -200,17 +225,20 @@ def cmd_history(args: argparse.Namespace, node: NodeOptions, console: Console) -
         write_json(console.out, [t.to_dict() for t in transitions])
     else:
         console.say(render_rows(HISTORY_HEADER, history_rows(transitions), console.encoding))
+    _unreadable_failure(console, unreadable_in(transitions), "every other transition was listed")
     return EXIT_OK
 
 
 def cmd_stats(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
     """Count tasks per status."""
     with open_controller(node) as controller:
-        stats = controller.stats().as_dict()
+        found = controller.stats()
+    stats = found.as_dict()
     if args.json:
         write_json(console.out, stats)
     else:
         console.say(render_rows(("STATUS", "TASKS"), [[k, str(v)] for k, v in stats.items()]))
+    _unreadable_failure(console, found.unreadable, "they are counted under no status")
     return EXIT_OK
 
 
@@ -225,13 +253,14 @@ def cmd_buckets(args: argparse.Namespace, node: NodeOptions, console: Console) -
         ]
     if args.json:
         write_json(console.out, {"num_buckets": num_buckets, "buckets": rows})
-        return EXIT_OK
-    console.say(
-        render_rows(
-            ("BUCKET", "TASKS", "OWNED"),
-            [[str(r["bucket"]), str(r["tasks"]), "yes" if r["owned"] else "no"] for r in rows],
+    else:
+        console.say(
+            render_rows(
+                ("BUCKET", "TASKS", "OWNED"),
+                [[str(r["bucket"]), str(r["tasks"]), "yes" if r["owned"] else "no"] for r in rows],
+            )
         )
-    )
+    _unreadable_failure(console, unreadable_in(counts), "they are counted in no bucket")
     return EXIT_OK
 
 
@@ -241,20 +270,22 @@ def cmd_reconcile(args: argparse.Namespace, node: NodeOptions, console: Console)
     with open_controller(node) as controller:
         report = controller.reconcile(dry_run=args.dry_run)
     if args.json:
-        write_json(
-            console.out,
-            {
-                "dry_run": report.dry_run,
-                "lost": [s.to_dict() for s in report.lost],
-                "adoptable": [s.to_dict() for s in report.adoptable],
-                "skipped": [s.to_dict() for s in report.skipped],
-            },
-        )
+        document: dict[str, Any] = {
+            "dry_run": report.dry_run,
+            "lost": [s.to_dict() for s in report.lost],
+            "adoptable": [s.to_dict() for s in report.adoptable],
+            "skipped": [s.to_dict() for s in report.skipped],
+        }
+        if report.unreadable:  # only then: the document of a sound store is as it always was
+            document["unreadable"] = [row.to_dict() for row in report.unreadable]
+        write_json(console.out, document)
+        _unreadable_failure(console, report.unreadable, _NOT_JUDGED)
         return EXIT_OK
     verb = "would mark" if report.dry_run else "marked"
+    unread = f", {len(report.unreadable)} unreadable" if report.unreadable else ""
     console.say(
         f"reconcile{' (dry run)' if report.dry_run else ''}: {verb} {len(report.lost)} lost, "
-        f"{len(report.adoptable)} adoptable, {len(report.skipped)} skipped"
+        f"{len(report.adoptable)} adoptable, {len(report.skipped)} skipped{unread}"
     )
     for title, group in (
         (f"lost — supervisor gone, {verb} lost (the status each had before):", report.lost),
@@ -265,7 +296,12 @@ def cmd_reconcile(args: argparse.Namespace, node: NodeOptions, console: Console)
             console.say("")
             console.say(title)
             console.say(render_table(group, encoding=console.encoding))
+    _unreadable_failure(console, report.unreadable, _NOT_JUDGED)
     return EXIT_OK
+
+
+#: What `reconcile` did with the rows it could not read.
+_NOT_JUDGED = "those tasks were not judged and are left as they are, every other one was"
 
 
 def cmd_prune(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
@@ -292,7 +328,11 @@ def cmd_dashboard(args: argparse.Namespace, node: NodeOptions, console: Console)
             'missing); install one that has: pip install -U "chongming-task[tui]"'
         )
     with open_controller(node) as controller:
-        result = run_dashboard(controller=controller, store_label=node.location.label)
+        result = run_dashboard(
+            controller=controller,
+            store_label=node.location.label,
+            reconcile_command=suggest(node, "reconcile"),
+        )
     return result if isinstance(result, int) and not isinstance(result, bool) else EXIT_OK
 
 

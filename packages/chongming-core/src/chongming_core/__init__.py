@@ -33,6 +33,12 @@ from chongming_core._clock import (
 from chongming_core._clock import (
     TimerHandle as TimerHandle,
 )
+from chongming_core._command_row import (
+    Undecodable as Undecodable,
+)
+from chongming_core._command_row import (
+    read_command as read_command,
+)
 from chongming_core._context import Heartbeat as Heartbeat
 from chongming_core._context import TaskContext as TaskContext
 from chongming_core._errors import (
@@ -167,6 +173,11 @@ from chongming_core._task_spec import (
 from chongming_core._task_spec import (
     validate_tags as validate_tags,
 )
+from chongming_core._unreadable import Counts as Counts
+from chongming_core._unreadable import Listing as Listing
+from chongming_core._unreadable import UnreadableRow as UnreadableRow
+from chongming_core._unreadable import decode_row as decode_row
+from chongming_core._unreadable import unreadable_in as unreadable_in
 
 __version__ = "0.1.0"
 
@@ -191,6 +202,7 @@ __all__ = [
     "ConcurrencyConflict",
     "ConcurrencyPolicy",
     "ConfigurationError",
+    "Counts",
     "DependencyFailed",
     "ExponentialBackoff",
     "Failure",
@@ -202,6 +214,7 @@ __all__ = [
     "InvalidTransition",
     "Jitter",
     "JoinMode",
+    "Listing",
     "Progress",
     "RetryPolicy",
     "SnapshotWrite",
@@ -222,11 +235,16 @@ __all__ = [
     "TimerHandle",
     "TouchUpdate",
     "Transition",
+    "Undecodable",
+    "UnreadableRow",
     "buckets_for_node",
+    "decode_row",
     "get_task_spec",
     "parse_bucket_spec",
     "progress_problem",
+    "read_command",
     "storable_text",
     "task",
+    "unreadable_in",
     "validate_tags",
 ]

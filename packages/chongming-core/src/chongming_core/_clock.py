@@ -79,6 +79,16 @@ def _run_callback(handle: TimerHandle) -> None:
         _log.exception("timer callback %r failed", handle.callback)
 
 
+def _serve_callback(handle: TimerHandle) -> None:
+    """`_run_callback` on the timer thread, where nothing may end the thread: it serves
+    every deadline of the process (a `SystemExit` or a `TaskCancelled` raised by one
+    callback would leave every timeout, graceful window and lease renewal unserved)."""
+    try:
+        _run_callback(handle)
+    except BaseException:
+        _log.exception("timer callback %r raised; the timer thread goes on", handle.callback)
+
+
 class _TimerHeap:
     """A heap of timer handles ordered by deadline, then by insertion."""
 
@@ -156,7 +166,7 @@ class SystemClock:
                         None if nxt is None else min(max(0.0, nxt - now), _LONGEST_SLEEP)
                     )
                     continue
-            _run_callback(handle)
+            _serve_callback(handle)
 
 
 #: The process-wide real clock (one timer thread for the whole process).

@@ -162,7 +162,20 @@ class ConcurrencyConflict(TaskError):
 
 
 class StoreError(TaskError):
-    """The persistence layer failed; the message says which store and what to do."""
+    """The persistence layer failed; the message says which store and what to do.
+
+    Attributes:
+        locked: True when the call gave up waiting for the store's write lock, which
+            another connection or process held (SQLite's busy timeout): nothing was
+            written, the same call can succeed once the lock is released, and every
+            other write would have waited for the same lock — a caller retrying writes
+            need not try them one by one. (A lock on one row, PostgreSQL's
+            ``lock_timeout``, is not the store's: other rows can still be written.)
+    """
+
+    def __init__(self, message: str, *, task_id: str | None = None, locked: bool = False) -> None:
+        super().__init__(message, task_id=task_id)
+        self.locked = locked
 
 
 class StoreNotFound(StoreError):

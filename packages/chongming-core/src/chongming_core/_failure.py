@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
-__all__ = ["Failure", "FailureKind", "storable_text"]
+from chongming_core._decoding import Fields
+
+__all__ = ["Failure", "FailureKind", "read_failure", "storable_text"]
 
 
 class FailureKind(StrEnum):
@@ -136,11 +138,27 @@ class Failure:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Failure:
-        """The inverse of `to_dict`."""
-        return cls(
-            kind=FailureKind(data["kind"]),
-            message=str(data["message"]),
-            retryable=bool(data["retryable"]),
-            exception_type=data.get("exception_type"),
-            traceback=data.get("traceback"),
-        )
+        """The inverse of `to_dict`.
+
+        Raises:
+            ValueError: `data` is not a failure record, e.g. ``failure.kind 'zombie' is
+                not a failure kind``.
+        """
+        return read_failure(data, "failure")
+
+
+def read_failure(data: object, what: str) -> Failure:
+    """A `Failure` read from a stored value; `what` names it in messages ("failure",
+    "attempts[0].failure").
+
+    Raises:
+        ValueError: `data` is not a failure record (the message names the field).
+    """
+    fields = Fields(data, what)
+    return Failure(
+        kind=fields.choice("kind", FailureKind, "a failure kind"),
+        message=fields.text("message"),
+        retryable=fields.boolean("retryable"),
+        exception_type=fields.optional_text("exception_type"),
+        traceback=fields.optional_text("traceback"),
+    )

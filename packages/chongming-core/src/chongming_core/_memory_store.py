@@ -1,4 +1,10 @@
-"""`InMemoryTaskStore`: the reference store (single process, unit tests, the contract's model)."""
+"""`InMemoryTaskStore`: the reference store (single process, unit tests, the contract's model).
+
+Its entries are the records themselves. An entry that is not one (a test, or code
+that reached into the dictionaries, put a stored document there) is decoded like a
+row of any other store, so it is read when it is a record and reported as an
+`UnreadableRow` when it is not, exactly as a damaged row of a database would be.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +12,12 @@ import dataclasses
 import itertools
 import os
 import threading
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
+from chongming_core._command_row import checked_command
+from chongming_core._decoding import shown
 from chongming_core._errors import ConcurrencyConflict, StoreError
 from chongming_core._json import progress_problem
 from chongming_core._records import Progress, TaskSnapshot, Transition
@@ -22,6 +31,7 @@ from chongming_core._store import (
     validate_keep_terminal,
     write_jsonl,
 )
+from chongming_core._unreadable import Counts, Listing, UnreadableRow, decode_row
 
 __all__ = ["InMemoryTaskStore"]
 
@@ -81,12 +91,13 @@ class InMemoryTaskStore(TaskStore):
     def _create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition]) -> None:
         existing = self._tasks.get(snapshot.task_id)
         if existing is not None:
+            found = _read(snapshot.task_id, existing)
             raise ConcurrencyConflict(
                 f"task {snapshot.task_id!r} already exists; task ids are never reused, "
                 "submit under a new id",
                 task_id=snapshot.task_id,
                 expected=None,
-                actual=existing.status_version,
+                actual=None if isinstance(found, UnreadableRow) else found.status_version,
             )
         self._tasks[snapshot.task_id] = snapshot
         self._order[snapshot.task_id] = next(self._sequence)
@@ -109,11 +120,19 @@ class InMemoryTaskStore(TaskStore):
     def _save(
         self, snapshot: TaskSnapshot, expect_version: int, transitions: Sequence[Transition]
     ) -> None:
-        current = self._tasks.get(snapshot.task_id)
-        if current is None:
+        entry = self._tasks.get(snapshot.task_id)
+        if entry is None:
             raise ConcurrencyConflict(
                 f"task {snapshot.task_id!r} does not exist in the store (it was never created "
                 "or has been pruned)",
+                task_id=snapshot.task_id,
+                expected=expect_version,
+                actual=None,
+            )
+        current = _read(snapshot.task_id, entry)
+        if isinstance(current, UnreadableRow):  # no version to compare with: not replaced
+            raise ConcurrencyConflict(
+                f"{current.message}; it is not replaced",
                 task_id=snapshot.task_id,
                 expected=expect_version,
                 actual=None,
@@ -149,47 +168,74 @@ class InMemoryTaskStore(TaskStore):
         """See `TaskStore.get`."""
         with self._lock:
             self._open()
-            return self._tasks.get(task_id)
-
-    def _matching(self, query: TaskQuery | None) -> list[TaskSnapshot]:
-        q = query or TaskQuery()
-        if q.task_ids is not None:
-            candidates: Iterable[TaskSnapshot] = (
-                self._tasks[t] for t in q.task_ids if t in self._tasks
-            )
-        else:
-            candidates = self._tasks.values()
-        found = [s for s in candidates if q.matches(s)]
-        found.sort(key=lambda s: self._order[s.task_id], reverse=q.newest_first)
+            entry = self._tasks.get(task_id)
+        if entry is None:
+            return None
+        found = _read(task_id, entry)
+        if isinstance(found, UnreadableRow):
+            raise found.error("InMemoryTaskStore")
         return found
+
+    def _matching(self, query: TaskQuery | None) -> tuple[list[TaskSnapshot | UnreadableRow], bool]:
+        """The entries `query` selects in its order, and whether one of them is unreadable
+        (kept wherever no filter can rule it out: only its id is known)."""
+        q = query or TaskQuery()
+        tasks = self._tasks
+        pairs: Iterable[tuple[str, object]]
+        if q.task_ids is not None:
+            pairs = [(t, tasks[t]) for t in q.task_ids if t in tasks]
+        else:
+            pairs = tasks.items()
+        matches = q.matches
+        found: list[TaskSnapshot | UnreadableRow] = []
+        append = found.append
+        damaged = False
+        for task_id, entry in pairs:
+            snapshot = entry if type(entry) is TaskSnapshot else _read(task_id, entry)
+            if isinstance(snapshot, UnreadableRow):  # rare: decoded like a row (the module)
+                damaged = True
+                append(snapshot)
+            elif matches(snapshot):
+                append(snapshot)
+        order = self._order
+        found.sort(key=lambda s: order[s.task_id], reverse=q.newest_first)
+        return found, damaged
 
     def query(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
         """See `TaskStore.query`."""
         q = query or TaskQuery()
         with self._lock:
             self._open()
-            found = self._matching(q)
+            found, damaged = self._matching(q)
         end = None if q.limit is None else q.offset + q.limit
-        return found[q.offset : end]
+        chosen = found[q.offset : end]
+        return Listing.split(chosen) if damaged else Listing(chosen)  # type: ignore[arg-type]
 
     def status_counts(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
         """See `TaskStore.status_counts`."""
         counts: dict[TaskStatus, int] = {}
+        unreadable: list[UnreadableRow] = []
         with self._lock:
             self._open()
-            for s in self._matching(query):
-                counts[s.status] = counts.get(s.status, 0) + 1
-        return counts
+            for s in self._matching(query)[0]:
+                if isinstance(s, UnreadableRow):
+                    unreadable.append(s)
+                else:
+                    counts[s.status] = counts.get(s.status, 0) + 1
+        return Counts(counts, unreadable)
 
     def bucket_counts(self, query: TaskQuery | None = None) -> dict[int, int]:
         """See `TaskStore.bucket_counts`."""
         counts: dict[int, int] = {}
+        unreadable: list[UnreadableRow] = []
         with self._lock:
             self._open()
-            for s in self._matching(query):
-                if s.bucket is not None:
+            for s in self._matching(query)[0]:
+                if isinstance(s, UnreadableRow):
+                    unreadable.append(s)
+                elif s.bucket is not None:
                     counts[s.bucket] = counts.get(s.bucket, 0) + 1
-        return counts
+        return Counts(counts, unreadable)
 
     # ------------------------------------------------------------------ audit trail
     def append(self, transitions: Iterable[Transition]) -> None:
@@ -210,8 +256,8 @@ class InMemoryTaskStore(TaskStore):
         """See `TaskStore.history`."""
         with self._lock:
             self._open()
-            records = self._history.get(task_id, {})
-            return [records[v] for v in sorted(records)]
+            records = dict(self._history.get(task_id, {}))
+        return Listing.split(_read_transition(task_id, v, records[v]) for v in sorted(records))
 
     # ------------------------------------------------------------------ side path
     def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
@@ -224,7 +270,7 @@ class InMemoryTaskStore(TaskStore):
             self._open()
             for update in updates:
                 current = self._tasks.get(update.task_id)
-                if current is None:
+                if not isinstance(current, TaskSnapshot):  # unknown, or unreadable: untouched
                     continue
                 self._tasks[update.task_id] = update.apply(current)
                 applied += 1
@@ -261,21 +307,30 @@ class InMemoryTaskStore(TaskStore):
                 if len(claimed) >= limit:
                     break
                 cmd = self._commands[command_id]
-                if cmd.is_complete:
+                if cmd.completed_at is not None:  # complete, even if it is not a time
                     continue
+                # read as stored (D64): any object may have been handed to submit_command
+                read = checked_command(cmd)
                 if (
-                    cmd.claimed_by is not None
-                    and cmd.lease_until is not None
-                    and (cmd.lease_until > now)
+                    read.claimed_by is not None
+                    and read.lease_until is not None
+                    and (read.lease_until > now)
                 ):
                     continue
-                if wanted_ids is not None and cmd.task_id not in wanted_ids:
+                if wanted_ids is not None and read.task_id not in wanted_ids:
                     continue
-                if wanted_buckets is not None and cmd.bucket not in wanted_buckets:
+                if wanted_buckets is not None and read.bucket not in wanted_buckets:
                     continue
                 leased = _replace_command(cmd, claimed_by=owner, lease_until=until)
+                read = checked_command(leased)  # the lease replaced what it held
+                if read.problem is not None and not _is_text(command_id):
+                    # nobody could name it to complete it: settled here (TaskStore docs)
+                    result = f"rejected: {read.problem}"
+                    done = {"completed_at": now, "result": result, "lease_until": None}
+                    leased = _replace_command(leased, **done)
+                    read = _replace_command(read, **done)
                 self._commands[command_id] = leased
-                claimed.append(leased)
+                claimed.append(read)
         return claimed
 
     def complete_command(self, command_id: str, *, owner: str, now: datetime, result: str) -> bool:
@@ -312,10 +367,10 @@ class InMemoryTaskStore(TaskStore):
             self._open()
             ordered = sorted(self._commands, key=self._command_order.__getitem__)
             found = [
-                self._commands[c]
+                checked_command(self._commands[c])
                 for c in ordered
                 if (task_id is None or self._commands[c].task_id == task_id)
-                and (include_complete or not self._commands[c].is_complete)
+                and (include_complete or self._commands[c].completed_at is None)
             ]
         return found if limit is None else found[:limit]
 
@@ -325,7 +380,8 @@ class InMemoryTaskStore(TaskStore):
         keep = validate_keep_terminal(keep_terminal)
         with self._lock:
             self._open()
-            terminal = [s for s in self._tasks.values() if s.is_terminal]
+            readable = (_read(t, entry) for t, entry in self._tasks.items())
+            terminal = [s for s in readable if isinstance(s, TaskSnapshot) and s.is_terminal]
             terminal.sort(
                 key=lambda s: (
                     s.finished_at or s.updated_at or s.created_at or _EPOCH,
@@ -348,14 +404,20 @@ class InMemoryTaskStore(TaskStore):
         with self._lock:
             self._open()
             moved: list[Transition] = []
-            for task_id, snap in self._tasks.items():
+            for task_id, entry in self._tasks.items():
+                snap = _read(task_id, entry)
+                if isinstance(snap, UnreadableRow):
+                    continue  # whether it ended is unknown: left as it is
                 if not snap.is_terminal or snap.finished_at is None:
                     continue
                 if snap.finished_at >= finished_before:
                     continue
                 records = self._history.get(task_id, {})
                 versions = sorted(records)
-                moved.extend(records[v] for v in versions[:-1])
+                # an unreadable entry is not written to the archive: it stays where it is
+                moved.extend(
+                    r for r in (records[v] for v in versions[:-1]) if isinstance(r, Transition)
+                )
             write_jsonl(path, moved)
             for record in moved:
                 del self._history[record.task_id][record.status_version]
@@ -368,6 +430,34 @@ class InMemoryTaskStore(TaskStore):
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _is_text(value: object) -> bool:
+    """Whether `value` is a `str` (a key of `_commands` is whatever was submitted)."""
+    return isinstance(value, str)
+
+
+def _read(task_id: str, entry: object) -> TaskSnapshot | UnreadableRow:
+    """A task entry as a snapshot: itself, or a stored document decoded (see the module)."""
+    if isinstance(entry, TaskSnapshot):
+        return entry
+    return decode_row(task_id, lambda: _decoded(task_id, entry, TaskSnapshot.from_dict))
+
+
+def _read_transition(task_id: str, version: int, entry: object) -> Transition | UnreadableRow:
+    if isinstance(entry, Transition):
+        return entry
+    decode = lambda: _decoded(task_id, entry, Transition.from_dict)  # noqa: E731
+    return decode_row(task_id, decode, part=f"history entry {version}")
+
+
+def _decoded(task_id: str, entry: object, decode: Any) -> Any:
+    if not isinstance(entry, Mapping):
+        raise ValueError(f"the stored entry is {shown(entry)}, not a record")
+    record = decode(entry)
+    if record.task_id != task_id:
+        raise ValueError(f"its record names task {shown(record.task_id)}")
+    return record
 
 
 def _replace_command(cmd: Command, **changes: object) -> Command:

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from chongming_core._failure import Failure
+from chongming_core._decoding import Fields
+from chongming_core._failure import Failure, read_failure
 from chongming_core._status import TaskStatus
 
 __all__ = [
@@ -71,13 +72,22 @@ class Progress:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Progress:
-        """The inverse of `to_dict`."""
-        return cls(
-            done=data["done"],
-            total=data.get("total"),
-            unit=data.get("unit"),
-            message=data.get("message"),
-        )
+        """The inverse of `to_dict`.
+
+        Raises:
+            ValueError: `data` is not a progress record (the message names the field).
+        """
+        return _read_progress(data, "progress")
+
+
+def _read_progress(data: object, what: str) -> Progress:
+    fields = Fields(data, what)
+    return Progress(
+        done=fields.number("done"),
+        total=fields.optional_number("total"),
+        unit=fields.optional_text("unit"),
+        message=fields.optional_text("message"),
+    )
 
 
 def _number(value: float) -> str:
@@ -116,18 +126,21 @@ class Transition:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Transition:
-        """The inverse of `to_dict`."""
-        at = parse_time(data["at"])
-        assert at is not None
+        """The inverse of `to_dict`.
+
+        Raises:
+            ValueError: `data` is not a transition (the message names the field).
+        """
+        fields = Fields(data, "")
         return cls(
-            task_id=data["task_id"],
-            from_status=TaskStatus(data["from_status"]),
-            to_status=TaskStatus(data["to_status"]),
-            trigger=data["trigger"],
-            actor=data["actor"],
-            reason=data.get("reason"),
-            status_version=int(data["status_version"]),
-            at=at,
+            task_id=fields.text("task_id"),
+            from_status=fields.choice("from_status", TaskStatus, "a status"),
+            to_status=fields.choice("to_status", TaskStatus, "a status"),
+            trigger=fields.text("trigger"),
+            actor=fields.text("actor"),
+            reason=fields.optional_text("reason"),
+            status_version=fields.integer("status_version"),
+            at=fields.required_time("at"),
         )
 
 
@@ -159,16 +172,25 @@ class AttemptRecord:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> AttemptRecord:
-        """The inverse of `to_dict`."""
-        failure = data.get("failure")
-        return cls(
-            number=int(data["number"]),
-            started_at=parse_time(data.get("started_at")),
-            ended_at=parse_time(data.get("ended_at")),
-            status=TaskStatus(data["status"]),
-            failure=None if failure is None else Failure.from_dict(failure),
-            paused_seconds=float(data.get("paused_seconds") or 0.0),
-        )
+        """The inverse of `to_dict`.
+
+        Raises:
+            ValueError: `data` is not an attempt record (the message names the field).
+        """
+        return _read_attempt(data, "attempt")
+
+
+def _read_attempt(data: object, what: str) -> AttemptRecord:
+    fields = Fields(data, what)
+    failure = fields.optional_object("failure")
+    return AttemptRecord(
+        number=fields.integer("number"),
+        started_at=fields.time("started_at"),
+        ended_at=fields.time("ended_at"),
+        status=fields.choice("status", TaskStatus, "a status"),
+        failure=None if failure is None else read_failure(failure, fields.path("failure")),
+        paused_seconds=float(fields.optional_number("paused_seconds") or 0.0),
+    )
 
 
 _WAITING_TO_START = frozenset({TaskStatus.PENDING, TaskStatus.BLOCKED, TaskStatus.QUEUED})
@@ -331,41 +353,64 @@ class TaskSnapshot:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> TaskSnapshot:
-        """The inverse of `to_dict`."""
-        progress = data.get("progress")
-        failure = data.get("failure")
+        """The inverse of `to_dict`.
+
+        Every field is checked (a store's row is data anyone may have written): a key
+        that is absent takes its default, a value of the wrong type is refused.
+
+        Raises:
+            ValueError: `data` is not a snapshot; the message names the field and the
+                value, e.g. ``status 'zombie' is not a status``.
+        """
+        f = Fields(data, "")
+        progress = f.optional_object("progress")
+        failure = f.optional_object("failure")
         return cls(
-            task_id=data["task_id"],
-            name=data["name"],
-            status=TaskStatus(data["status"]),
-            status_version=int(data["status_version"]),
-            attempt=int(data.get("attempt", 0)),
-            max_attempts=int(data.get("max_attempts", 1)),
-            label=data.get("label"),
-            description=data.get("description"),
-            tags=frozenset(data.get("tags") or ()),
-            priority=int(data.get("priority", 0)),
-            bucket=data.get("bucket"),
-            bucket_key=data.get("bucket_key"),
-            pipeline_id=data.get("pipeline_id"),
-            node_id=data.get("node_id"),
-            progress=None if progress is None else Progress.from_dict(progress),
-            last_heartbeat_at=parse_time(data.get("last_heartbeat_at")),
-            failure=None if failure is None else Failure.from_dict(failure),
-            outcome=data.get("outcome"),
-            created_at=parse_time(data.get("created_at")),
-            updated_at=parse_time(data.get("updated_at")),
-            started_at=parse_time(data.get("started_at")),
-            finished_at=parse_time(data.get("finished_at")),
-            retry_at=parse_time(data.get("retry_at")),
-            lease_owner=data.get("lease_owner"),
-            lease_until=parse_time(data.get("lease_until")),
-            executor=data.get("executor"),
-            pid=data.get("pid"),
-            paused_in_place=bool(data.get("paused_in_place", False)),
-            attempts=tuple(AttemptRecord.from_dict(a) for a in data.get("attempts") or ()),
-            paused_seconds=float(data.get("paused_seconds") or 0.0),
+            task_id=f.text("task_id"),
+            name=f.text("name"),
+            status=f.choice("status", TaskStatus, "a status"),
+            status_version=f.integer("status_version"),
+            attempt=f.integer("attempt", 0),
+            max_attempts=f.integer("max_attempts", 1),
+            label=f.optional_text("label"),
+            description=f.optional_text("description"),
+            tags=f.text_set("tags"),
+            priority=f.integer("priority", 0),
+            bucket=f.optional_integer("bucket"),
+            bucket_key=f.optional_text("bucket_key"),
+            pipeline_id=f.optional_text("pipeline_id"),
+            node_id=f.optional_text("node_id"),
+            progress=None if progress is None else _read_progress(progress, "progress"),
+            last_heartbeat_at=f.time("last_heartbeat_at"),
+            failure=None if failure is None else read_failure(failure, "failure"),
+            outcome=f.raw("outcome"),
+            created_at=f.time("created_at"),
+            updated_at=f.time("updated_at"),
+            started_at=f.time("started_at"),
+            finished_at=f.time("finished_at"),
+            retry_at=f.time("retry_at"),
+            lease_owner=f.optional_text("lease_owner"),
+            lease_until=f.time("lease_until"),
+            executor=f.optional_text("executor"),
+            pid=f.optional_integer("pid"),
+            paused_in_place=f.boolean("paused_in_place", False),
+            attempts=read_attempts(f.items("attempts"), "attempts"),
+            paused_seconds=float(f.optional_number("paused_seconds") or 0.0),
         )
+
+
+def read_attempts(items: Iterable[object], what: str) -> tuple[AttemptRecord, ...]:
+    """The attempt records of a stored list (each checked; see `AttemptRecord.from_dict`).
+
+    Raises:
+        ValueError: an item is not an attempt record (named ``attempts[i]....``).
+    """
+    return tuple(_read_attempt(item, f"{what}[{i}]") for i, item in enumerate(items))
+
+
+def read_progress(data: object) -> Progress:
+    """A progress record read from a stored value (see `Progress.from_dict`)."""
+    return _read_progress(data, "progress")
 
 
 # `TaskSnapshot.evolve` without the per-call introspection of `dataclasses.replace`: read

@@ -217,20 +217,26 @@ class Command:
     """A control request for a task held by another process (a row of the command channel).
 
     `action` is kept as text: a row found in the store is data, and an unknown
-    action must be rejected by the reader, not crash it.
+    action must be rejected by the reader, not crash it. For the same reason a
+    store reads each row on its own: a row holding a value that is not what its
+    column holds (written by anyone, outside `submit_command`) comes back with
+    `problem` saying what is wrong, a bad text field holding the stored value's
+    rendering and a bad time (`issued_at` included) or bucket None (D64). Nobody
+    acts on such a command; its claimer completes it as rejected.
     """
 
     command_id: str
     task_id: str
     action: str
     issued_by: str
-    issued_at: datetime
+    issued_at: datetime | None
     reason: str | None = None
     bucket: int | None = None
     claimed_by: str | None = None
     lease_until: datetime | None = None
     completed_at: datetime | None = None
     result: str | None = None
+    problem: str | None = None
 
     @property
     def is_complete(self) -> bool:
@@ -251,6 +257,13 @@ class TaskStore(abc.ABC):
     Errors: a backend failure (I/O, connection, corruption, lock timeout) raises
     `StoreError` naming the store and what to do; an optimistic conflict raises
     `ConcurrencyConflict`. No driver exception ever reaches the caller.
+
+    Rows that cannot be decoded (written by another program or by hand): each row is
+    decoded on its own. A listing (`query`, `history`, `status_counts`, `bucket_counts`)
+    leaves such a row out and names it in the result's ``unreadable`` (a `Listing` or
+    `Counts`, which are a list and a dict), so one damaged row never hides the others;
+    reading the task directly (`get`) raises `StoreError` naming it and what is wrong.
+    A store that returns plain lists and dicts names none (see `unreadable_in`).
     """
 
     #: True when a write is a memory operation of this process (no I/O, no commit worth
@@ -328,23 +341,34 @@ class TaskStore(abc.ABC):
 
     @abc.abstractmethod
     def get(self, task_id: str) -> TaskSnapshot | None:
-        """The task's snapshot, or None when there is no such task."""
+        """The task's snapshot, or None when there is no such task.
+
+        Raises:
+            StoreError: the task's row cannot be decoded; the message (and ``task_id``)
+                names the task, and the message says what is wrong.
+        """
 
     @abc.abstractmethod
     def query(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
-        """Snapshots matching `query`, ordered by creation (see `TaskQuery`)."""
+        """Snapshots matching `query`, ordered by creation (see `TaskQuery`).
+
+        A matching row that cannot be decoded is left out (it still takes its place
+        for limit and offset) and named in the `Listing` returned, never raised.
+        """
 
     @abc.abstractmethod
     def status_counts(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
         """How many tasks matching `query` are in each status (limit and offset are ignored).
 
-        Statuses with no task are absent from the result.
+        Statuses with no task are absent from the result. A row whose status is not a
+        status is counted under none and named in the `Counts` returned.
         """
 
     @abc.abstractmethod
     def bucket_counts(self, query: TaskQuery | None = None) -> dict[int, int]:
         """How many tasks matching `query` are in each bucket; tasks without a bucket are
-        not counted, and empty buckets are absent."""
+        not counted, and empty buckets are absent. A row whose bucket is not an integer
+        is counted under none and named in the `Counts` returned."""
 
     # ------------------------------------------------------------------ audit trail
     @abc.abstractmethod
@@ -357,7 +381,11 @@ class TaskStore(abc.ABC):
 
     @abc.abstractmethod
     def history(self, task_id: str) -> list[Transition]:
-        """Every stored transition of the task, in ``status_version`` order (empty if unknown)."""
+        """Every stored transition of the task, in ``status_version`` order (empty if unknown).
+
+        A transition row that cannot be decoded is left out and named in the `Listing`
+        returned, never raised.
+        """
 
     # ------------------------------------------------------------------ side path
     def touch(
@@ -433,6 +461,12 @@ class TaskStore(abc.ABC):
         ``now + lease_seconds``, so no two claimers hold it at once, and a claimer
         that crashed gives it up when the lease ends. `task_ids` and `buckets`
         narrow the commands considered.
+
+        Each row is read on its own (`read_command`): a row holding a value its
+        column cannot hold is leased and returned like the others, with `problem`
+        set, and never fails the claim of the rest. A row whose ``command_id``
+        itself is not text cannot be named to `complete_command`, so the claim
+        completes it at once as ``rejected: ...`` (and returns it, complete).
         """
 
     @abc.abstractmethod
@@ -458,7 +492,8 @@ class TaskStore(abc.ABC):
         include_complete: bool = True,
         limit: int | None = None,
     ) -> list[Command]:
-        """Commands (optionally of one task), oldest first, for inspection."""
+        """Commands (optionally of one task), oldest first, for inspection. A row that
+        cannot be read whole is listed with `problem` set, never raised."""
 
     # ------------------------------------------------------------------ housekeeping
     @abc.abstractmethod

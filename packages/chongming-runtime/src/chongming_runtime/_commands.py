@@ -17,6 +17,7 @@ from collections.abc import Callable, Collection
 
 from chongming_core import Command, StoreError, TaskStore
 from chongming_core._clock import Clock
+from chongming_runtime._background import Report, carry_on, describe
 
 __all__ = ["NOT_HELD", "CommandPoller", "new_command"]
 
@@ -50,6 +51,11 @@ def new_command(
 class CommandPoller:
     """Claims and applies commands on a daemon thread.
 
+    Nothing ends the thread but `stop`: whatever a round raises (a store failure, a
+    store's bug) is logged and reported, and the next round follows (D65). A command
+    row the store could not read whole (`Command.problem`) is never handed to the
+    handler: it is completed as rejected, saying what is wrong with it (D64).
+
     Args:
         store: the shared store.
         owner: this node's name (the claimer).
@@ -59,7 +65,9 @@ class CommandPoller:
         buckets: only commands for these buckets (None: all).
         interval: seconds between polls when nothing wakes the poller earlier.
         lease_seconds: how long a claimed command is reserved for this node.
-        on_error: called with a store error (the poller keeps going).
+        on_error: ``on_error(operation, what happened)`` records a failure where the
+            operator sees it: the first of a run of failed polls (and each change of
+            its error), an unreadable command row, anything else a round raised.
     """
 
     def __init__(
@@ -72,7 +80,7 @@ class CommandPoller:
         buckets: Collection[int] | None = None,
         interval: float = 0.1,
         lease_seconds: float = 30.0,
-        on_error: Callable[[Exception], None] | None = None,
+        on_error: Report | None = None,
     ) -> None:
         self._store = store
         self._owner = owner
@@ -82,6 +90,7 @@ class CommandPoller:
         self._interval = interval
         self._lease_seconds = lease_seconds
         self._on_error = on_error
+        self._failing: str | None = None  # the error of the current run of failed polls
         self._wake = threading.Event()
         self._stopped = threading.Event()
         self._thread: threading.Thread | None = None
@@ -130,11 +139,19 @@ class CommandPoller:
         )
         completed = 0
         for command in claimed:
+            if command.problem is not None:
+                completed += self._reject_unreadable(command)
+                continue
             try:
                 result = self._handler(command)
             except Exception as exc:  # a bad command must not stop the channel
                 _log.exception("command %s for task %r failed", command.action, command.task_id)
-                result = f"rejected: {type(exc).__name__}: {exc}"
+                result = f"rejected: {describe(exc)}"
+                if self._on_error is not None:  # a bug of this node: the operator sees it (D67)
+                    action = getattr(command.action, "value", command.action)
+                    self._on_error(
+                        f"the {action} command of task {command.task_id!r}", describe(exc)
+                    )
             if result is NOT_HELD:
                 self._store.release_command(command.command_id, owner=self._owner)
                 continue
@@ -144,22 +161,64 @@ class CommandPoller:
                 completed += 1
         return completed
 
+    def _reject_unreadable(self, command: Command) -> int:
+        """Complete a row that could not be read whole as rejected, with what is wrong
+        (nothing of it is acted on: which half would be the command?). Returns 1 when
+        this node completed it."""
+        what = (
+            f"command row {command.command_id!r} (task {command.task_id!r}) cannot be read: "
+            f"{command.problem}"
+        )
+        _log.warning("%s; completed as rejected", what)
+        if self._on_error is not None:
+            self._on_error("command row", f"{what}; it was completed as rejected")
+        if command.is_complete:  # a row whose id is not text: the store settled it
+            return 0
+        done = self._store.complete_command(
+            command.command_id,
+            owner=self._owner,
+            now=self._clock.now(),
+            result=f"rejected: the command row cannot be read: {command.problem}",
+        )
+        return 1 if done else 0
+
     def _serve(self) -> None:
-        waiter = getattr(self._store, "wait_for_commands", None)
         while not self._stopped.is_set():
             try:
                 self.poll_once()
-            except StoreError as exc:
-                _log.warning("command poll failed, will retry: %s", exc)
-                if self._on_error is not None:
-                    self._on_error(exc)
+                self._failing = None
+            except BaseException as exc:  # of any kind: the channel must outlive it (D65)
+                self._poll_failed(exc)
             if self._stopped.is_set():
                 break
-            if callable(waiter) and not self._wake.is_set():
-                try:
-                    waiter(self._interval)
-                except StoreError:
-                    self._wake.wait(self._interval)
-            else:
+            try:
+                self._idle()
+            except BaseException as exc:
+                self._poll_failed(exc)
                 self._wake.wait(self._interval)
             self._wake.clear()
+
+    def _idle(self) -> None:
+        """Wait for the next poll: a store's notification, a wake-up or the interval."""
+        waiter = getattr(self._store, "wait_for_commands", None)
+        if callable(waiter) and not self._wake.is_set():
+            try:
+                waiter(self._interval)
+            except StoreError:
+                self._wake.wait(self._interval)
+        else:
+            self._wake.wait(self._interval)
+
+    def _poll_failed(self, exc: BaseException) -> None:
+        """Log a failed round; record it for the operator once per run of the same error
+        (a poll fails at every interval while the store is down or held)."""
+        error = describe(exc)
+        if isinstance(exc, StoreError):
+            _log.warning("command poll failed, will retry: %s", exc)
+            if self._on_error is not None and error != self._failing:
+                self._on_error("command poll", f"{error}; polling goes on")
+            self._failing = error
+            return
+        report = self._on_error if error != self._failing else None
+        self._failing = error
+        carry_on("the command poller", exc, _log, report)

@@ -244,6 +244,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
             buckets=self._ownership.query_buckets(),
             interval=poll_interval,
             lease_seconds=max(1.0, self.lease_ttl),
+            on_error=self._writer.note,  # the operator reads one list (D67)
         )
         if not self._ownership.owns_all_buckets or owned_buckets is not None:
             # a node that declared ownership polls from the start: a stop for one of its

@@ -12,6 +12,7 @@ from chongming_core import (
     TouchUpdate,
     Transition,
 )
+from chongming_runtime._background import carry_on
 from chongming_runtime._call_each import call_each
 from chongming_runtime._controller_base import ControllerBase
 from chongming_runtime._scheduling_lock import Then
@@ -214,7 +215,7 @@ class ControllerFlow(ControllerBase):
     def _tick(self) -> None:
         """Every `touch_interval`: flush progress and heartbeats; renew leases when due. The
         next tick is armed whatever this one meets (a failing store, a bug): leases must
-        keep being renewed."""
+        keep being renewed; what it met is logged and listed in `persist_failures` (D65)."""
         with self._lock:
             self._tick_timer = None
             if self._closing:
@@ -222,6 +223,8 @@ class ControllerFlow(ControllerBase):
             runs = [r for r in self._runs.values() if not r.done]
         try:
             self._touch_all(runs)
+        except BaseException as exc:
+            carry_on("the touch timer", exc, _log, self._writer.note)
         finally:
             with self._lock:
                 if self._tick_timer is None and not self._closing:
@@ -262,5 +265,9 @@ class ControllerFlow(ControllerBase):
 
     @property
     def persist_failures(self) -> list[PersistFailure]:
-        """The latest store failures (at most 20). Tasks are unaffected; the store catches up."""
+        """The latest store failures (at most 20). Tasks are unaffected; the store catches up.
+
+        Besides failed writes: a failed command poll, a command row that could not be read,
+        whatever a round of a background thread raised, a pipeline step that failed (D67).
+        """
         return self._writer.failures

@@ -4,10 +4,12 @@ from collections.abc import Iterable
 
 from chongming_core import (
     ConfigurationError,
+    Listing,
     TaskQuery,
     TaskSnapshot,
     TaskStatus,
     Transition,
+    unreadable_in,
 )
 from chongming_runtime._controller_base import ControllerBase
 from chongming_runtime._stats import ControllerStats
@@ -58,7 +60,11 @@ class ControllerQueries(ControllerBase):
         return self.store.get(task_id)
 
     def history(self, task_id: str) -> list[Transition]:
-        """The task's whole trajectory."""
+        """The task's whole trajectory.
+
+        From the store, a `Listing`: a stored transition that cannot be decoded is left
+        out and named in its ``unreadable``.
+        """
         with self._lock:
             run = self._runs.get(task_id)
         if run is not None:
@@ -78,7 +84,11 @@ class ControllerQueries(ControllerBase):
         limit: int | None = None,
         newest_first: bool = False,
     ) -> list[TaskSnapshot]:
-        """Tasks matching the filters, from the store (so other processes' tasks too)."""
+        """Tasks matching the filters, from the store (so other processes' tasks too).
+
+        Returns a `Listing` (a list): a stored task that cannot be decoded is left out
+        and named in its ``unreadable``, so one damaged row never hides the others.
+        """
         query = TaskQuery(
             statuses=_statuses(status),
             name_prefix=name_prefix,
@@ -91,24 +101,28 @@ class ControllerQueries(ControllerBase):
         )
         self._writer.flush()
         found = self.store.query(query)
+        unreadable = unreadable_in(found)
         with self._lock:
             live = {s.task_id: self._runs[s.task_id] for s in found if s.task_id in self._runs}
         if not live:
-            return found
+            return found if isinstance(found, Listing) else Listing(found, unreadable)
         result = []
         for snap in found:
             run = live.get(snap.task_id)
             fresh = self._stamp_lease(run.snapshot) if run is not None else snap
             result.append(fresh if query.matches(fresh) else snap)
-        return result
+        return Listing(result, unreadable)
 
     def stats(self) -> ControllerStats:
-        """Per-status counts of every task in the store, plus ``unfinished``."""
+        """Per-status counts of every task in the store, plus ``unfinished``; a task whose
+        stored status cannot be read is counted under none and named in ``unreadable``."""
         self._writer.flush()
-        return ControllerStats(self.store.status_counts())
+        counts = self.store.status_counts()
+        return ControllerStats(counts, unreadable_in(counts))
 
     def bucket_counts(self) -> dict[int, int]:
-        """Tasks per bucket (used to decide which node takes which buckets)."""
+        """Tasks per bucket (used to decide which node takes which buckets); from the
+        store, a `Counts` whose ``unreadable`` names tasks whose bucket cannot be read."""
         self._writer.flush()
         return self.store.bucket_counts()
 

@@ -30,6 +30,7 @@ from chongming_core import (
     TouchUpdate,
     Transition,
 )
+from chongming_runtime._background import carry_on
 from chongming_runtime._deadlines import start_timeout_failure
 from chongming_runtime._outcome import TaskOutcome
 from chongming_runtime._pipeline import (
@@ -487,13 +488,16 @@ class PipelineCoordinator:
                 if self._by_task.get(node.task_id, (None,))[0] is prun:
                     del self._by_task[node.task_id]
 
-    @staticmethod
-    def _guarded(action: Callable[..., object], *args: Any) -> None:
-        """One node's cancel, skip or release failing must not keep the others from theirs."""
+    def _guarded(self, action: Callable[..., object], *args: Any) -> None:
+        """One node's cancel, skip or release failing must not keep the others from theirs;
+        what failed is logged and listed in `persist_failures` (D67): a node whose release
+        failed stays blocked, and the operator must be able to see why."""
         try:
             action(*args)
-        except Exception:
-            _log.exception("pipeline step %s%r failed", getattr(action, "__name__", action), args)
+        except Exception as exc:
+            named = ", ".join(repr(a) for a in args if isinstance(a, str))  # ids, reasons
+            step = f"pipeline step {getattr(action, '__name__', action)}({named})"
+            carry_on(step, exc, _log, self._controller._writer.note)
 
     # ------------------------------------------------------------------ controller-wide
     def stop_all(self, reason: str | None) -> int:

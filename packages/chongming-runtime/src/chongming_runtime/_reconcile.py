@@ -12,8 +12,11 @@ and judging liveness by heartbeats would kill it.
 | lease expired, holding nothing (pending, blocked,       | unchanged, reported adoptable  |
 | queued, paused before start, retry_wait)                |                                |
 | the supervisor wrote first (version conflict)           | left alone, reported skipped   |
+| its stored row cannot be decoded                        | left alone, reported unreadable|
 
-Nothing is re-executed: the store holds states, not recipes.
+Nothing is re-executed: the store holds states, not recipes. A damaged row is not
+judged (its status, its lease may be what is damaged): it is named, and every other
+task is reconciled as usual.
 """
 
 from __future__ import annotations
@@ -32,6 +35,8 @@ from chongming_core import (
     TaskSnapshot,
     TaskStatus,
     TaskStore,
+    UnreadableRow,
+    unreadable_in,
 )
 from chongming_core._clock import Clock
 
@@ -44,12 +49,17 @@ _IDLE = frozenset({S.PENDING, S.BLOCKED, S.QUEUED, S.PAUSED, S.RETRY_WAIT})
 
 @dataclass(frozen=True, slots=True)
 class ReconcileReport:
-    """What `reconcile()` found (R17): tuples of snapshots as they were found."""
+    """What `reconcile()` found (R17): tuples of snapshots as they were found.
+
+    `unreadable` names the tasks whose stored row could not be decoded: they were not
+    judged (nothing about them can be trusted) and are left as they are.
+    """
 
     lost: tuple[TaskSnapshot, ...] = ()
     adoptable: tuple[TaskSnapshot, ...] = ()
     skipped: tuple[TaskSnapshot, ...] = ()
     dry_run: bool = False
+    unreadable: tuple[UnreadableRow, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -111,9 +121,12 @@ def reconcile_store(
     adoptable: list[TaskSnapshot] = []
     skipped: list[TaskSnapshot] = []
     mine = set(skip_task_ids)
-    for snapshot in store.query(query):
+    found = store.query(query)
+    for snapshot in found:
         if snapshot.task_id in mine:
             continue
+        if not lease_expired(snapshot, moment):
+            continue  # a row whose lease columns disagree with its record: someone holds it
         if not holds_resources(snapshot):
             adoptable.append(snapshot)
             continue
@@ -138,7 +151,8 @@ def reconcile_store(
             skipped.append(snapshot)
             continue
         lost.append(snapshot)
-    return ReconcileReport(tuple(lost), tuple(adoptable), tuple(skipped), dry_run)
+    unreadable = tuple(row for row in unreadable_in(found) if row.task_id not in mine)
+    return ReconcileReport(tuple(lost), tuple(adoptable), tuple(skipped), dry_run, unreadable)
 
 
 def _ended_by_lease(lost: TaskSnapshot, before: TaskSnapshot) -> TaskSnapshot:

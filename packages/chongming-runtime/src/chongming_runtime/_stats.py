@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from chongming_core import TERMINAL_STATUSES, TaskStatus
+from chongming_core import TERMINAL_STATUSES, TaskStatus, UnreadableRow
 
 __all__ = ["ControllerStats"]
 
@@ -17,6 +17,8 @@ class ControllerStats:
 
     `unfinished` counts every non-terminal task, queued and paused included; to
     know how many really occupy execution slots, use ``controller.active_count``.
+    `unreadable` names the tasks whose stored status could not be read: they are
+    counted under no status (and so not in `total`).
 
     Example::
 
@@ -25,10 +27,12 @@ class ControllerStats:
     """
 
     counts: Mapping[TaskStatus, int] = field(default_factory=dict)
+    unreadable: tuple[UnreadableRow, ...] = ()
 
     def __post_init__(self) -> None:
         full = {status: int(self.counts.get(status, 0)) for status in TaskStatus}
         object.__setattr__(self, "counts", MappingProxyType(full))
+        object.__setattr__(self, "unreadable", tuple(self.unreadable))
 
     def __getitem__(self, status: TaskStatus | str) -> int:
         return self.counts[TaskStatus(status)]

@@ -32,6 +32,9 @@ kept in `failures` (the latest 20), and the next successful flush brings the
 store up to the current truth. A version conflict means another process wrote
 the task (for example `reconcile()` marked it lost): the store's version wins
 and the conflict is recorded — the writer never overwrites someone else's truth.
+A store whose write lock another process holds (`StoreError.locked`) is tried once
+per flush, never write by write, and a write whose caller waits is answered by the
+flush that found the lock held: each attempt waits a whole lock timeout (D66).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from datetime import datetime
 from chongming_core import (
     ConcurrencyConflict,
     SnapshotWrite,
+    StoreError,
     TaskQuery,
     TaskSnapshot,
     TaskStore,
@@ -54,6 +58,7 @@ from chongming_core import (
     Transition,
 )
 from chongming_core._clock import SYSTEM_CLOCK, Clock
+from chongming_runtime._background import carry_on
 from chongming_runtime._call_each import call_each
 from chongming_runtime.executors.thread import hand_over
 
@@ -181,6 +186,8 @@ class StoreWriter:
         self._probe_from = 0  # where the next single-write probe starts (see `_save`)
         self._failures: deque[PersistFailure] = deque(maxlen=MAX_FAILURES)
         self._healthy = True
+        # the last flush found the store locked by another connection or process (D66)
+        self._locked = False
         self._closed = False
         self._thread: threading.Thread | None = None
 
@@ -238,7 +245,9 @@ class StoreWriter:
         """Queue a new snapshot (and the transitions that led to it) for writing.
 
         With ``durable=True`` this returns only after a flush that included it was
-        attempted (successfully, unless the store is failing — see `failures`). With
+        attempted (successfully, unless the store is failing — see `failures`), or
+        after the flush under way found the store locked by another connection or
+        process: a flush of its own would wait as long for the same lock (D66). With
         `on_durable`, it returns at once and `on_durable` is called after such a flush
         (by the writer's thread, or by this one before returning for a store written in
         memory). Never waits for a lock, except a durable flush.
@@ -319,10 +328,19 @@ class StoreWriter:
         `write`, return at once when a flush that ran meanwhile took (and attempted) it:
         durable writes recorded together share one commit."""
         hand_over()  # a finishing task's thread must not hold the next attempt while it writes
-        with self._flush_lock:
-            if write is not None and write.on_durable is None:  # `_take` took it
+        waited = not self._flush_lock.acquire(blocking=False)
+        if waited:
+            self._flush_lock.acquire()
+        try:
+            if write is not None and write.on_durable is None:  # `_take` took it (or told it)
                 return self._healthy
+            if waited and self._locked:
+                # the flush this caller waited for found the store locked by another
+                # connection or process: its own would wait as long for the same lock (D66)
+                return False
             return self._flush_held()
+        finally:
+            self._flush_lock.release()
 
     def _take(self, count: int) -> list[Callable[[], None]]:
         """Move the first `count` recorded writes into `_pending` (a task's writes become one
@@ -401,9 +419,27 @@ class StoreWriter:
                     callbacks.extend(self._take(left))
                     break
             self._healthy = ok
+            if ok:
+                self._locked = False
+            elif self._locked:
+                callbacks.extend(self._detach_waiters())
         finally:  # even when interrupted: nobody may wait for a write that was taken
             _tell(callbacks)
         return ok
+
+    def _detach_waiters(self) -> list[Callable[[], None]]:
+        """The durable-write callbacks of writes recorded while a flush found the store
+        locked: told now, their writes kept in the inbox for the next flush. Their own
+        attempt would wait the whole lock timeout again for the same lock, so ``wait()`` of
+        a task that finished meanwhile returns after about one lock timeout, not after
+        several piled up (D66). Hold the flush lock."""
+        self._urgent.clear()  # what is detached needs no hurry; a write recorded after it does
+        callbacks: list[Callable[[], None]] = []
+        for write in list(self._inbox):  # one C-level copy; recorders only append
+            if write.on_durable is not None:
+                callbacks.append(write.on_durable)
+                write.on_durable = None
+        return callbacks
 
     def _write(
         self,
@@ -469,19 +505,23 @@ class StoreWriter:
                 break
         if unsettled:
             failed.update(unsettled)
+        self._locked = locked = any(_is_locked(exc) for exc in failed.values())
         if failed:  # kept in their first order: each flush's probes then start elsewhere
             by_error: dict[str, list[str]] = {}
             for task_id, exc in failed.items():
-                by_error.setdefault(f"{type(exc).__name__}: {exc}", []).append(task_id)
+                by_error.setdefault(self._describe(exc), []).append(task_id)
             for error, task_ids_failed in by_error.items():
                 self._fail_text("save_many", tuple(task_ids_failed), error)
-        if touches:
+        if touches and locked:  # they would wait for the same lock: kept for the next flush
+            self._requeue_touches(touches)
+        elif touches:
             try:
                 # touches after snapshots: a terminal save must not be overwritten by older
                 # side-path values, and touch_many only changes the fields it names
                 self._store.touch_many(list(touches.values()))
             except Exception as exc:  # a store's own bug too: the writes stay pending
                 self._requeue_touches(touches)
+                self._locked = _is_locked(exc)
                 self._fail("touch_many", tuple(touches), exc)
                 return False, True
         return not failed, down
@@ -515,6 +555,10 @@ class StoreWriter:
                     if isinstance(exc, ConcurrencyConflict):  # raised instead of returned
                         return [exc], {}
                     return conflicts, {healthy[0]: exc}
+                if _is_locked(exc):
+                    # nothing about the items was wrong and nothing went in: written one by
+                    # one, each would wait the whole lock timeout for the same lock (D66)
+                    return conflicts, dict.fromkeys([*healthy, *suspects], exc)
                 # the batch may be in the store all the same (its commit's answer was lost):
                 # written again one by one, each item would meet its own version and be taken
                 # for another writer's (D44); the store is asked first
@@ -541,6 +585,10 @@ class StoreWriter:
             except Exception as exc:  # a store's own bug too: the writes stay pending
                 failed[task_id] = exc
                 consecutive += 1
+                if _is_locked(exc):  # the others would wait for the same lock (D66)
+                    for rest in suspects[position + 1 :]:
+                        failed[rest] = exc
+                    break
                 if not succeeded and consecutive >= _OUTAGE_AFTER:
                     for rest in suspects[position + 1 :]:
                         failed[rest] = exc
@@ -631,7 +679,9 @@ class StoreWriter:
             conflict,
         )
 
-    def _fail_text(self, operation: str, task_ids: tuple[str, ...], error: str) -> None:
+    def note(self, operation: str, error: str, task_ids: tuple[str, ...] = ()) -> None:
+        """Record a failure in `failures` (the command poller, the touch timer and this
+        writer's own thread report here what they met; the operator reads one list)."""
         if len(task_ids) > _NAMED:  # an entry names a few; it says how many it stands for
             error = f"{error} ({len(task_ids)} tasks; the first {_NAMED} are named)"
         with self._lock:
@@ -643,10 +693,25 @@ class StoreWriter:
                     error=error,
                 )
             )
+
+    def _fail_text(self, operation: str, task_ids: tuple[str, ...], error: str) -> None:
+        self.note(operation, task_ids=task_ids, error=error)
         _log.warning("store write failed (%s), will retry: %s", operation, error)
 
     def _fail(self, operation: str, task_ids: tuple[str, ...], exc: Exception) -> None:
-        self._fail_text(operation, task_ids, f"{type(exc).__name__}: {exc}")
+        self._fail_text(operation, task_ids, self._describe(exc))
+
+    def _describe(self, exc: Exception) -> str:
+        """What a failed write says in `failures`; a lock held elsewhere says so, and that
+        the writes wait for it."""
+        text = f"{type(exc).__name__}: {exc}"
+        if _is_locked(exc):
+            text = (
+                f"{text} — the store is locked by another connection or process; the writes "
+                f"are kept and retried every {self._retry_interval:g} s, and go in once it "
+                "lets go"
+            )
+        return text
 
     # ------------------------------------------------------------------ background
     def _ensure_thread(self) -> None:
@@ -664,18 +729,32 @@ class StoreWriter:
 
     def _serve(self) -> None:
         while not self._is_closed():
-            self._wake.wait()
-            if self._is_closed():
-                break
-            self._wake.clear()
-            if self._flush_interval and not self._urgent.is_set():
-                # let a burst of transitions accumulate into one transaction (a durable
-                # write cuts the wait short: whatever came meanwhile shares its commit)
-                self._urgent.wait(self._flush_interval)
-            self._urgent.clear()
-            if not self.flush():
+            try:
+                self._serve_once()
+            except BaseException as exc:  # of any kind: the writes must outlive it (D65)
+                self._healthy = False
+                carry_on("the store writer", exc, _log, self.note)
                 threading.Event().wait(self._retry_interval)
                 self._wake.set()
+
+    def _serve_once(self) -> None:
+        self._wake.wait()
+        if self._is_closed():
+            return
+        self._wake.clear()
+        if self._flush_interval and not self._urgent.is_set():
+            # let a burst of transitions accumulate into one transaction (a durable
+            # write cuts the wait short: whatever came meanwhile shares its commit)
+            self._urgent.wait(self._flush_interval)
+        self._urgent.clear()
+        if not self.flush():
+            if self._locked:
+                # a write whose caller waits cuts the pause short: its attempt then waits
+                # one lock timeout, not the pause and a lock timeout (D66)
+                self._urgent.wait(self._retry_interval)
+            else:
+                threading.Event().wait(self._retry_interval)
+            self._wake.set()
 
     def close(self, *, flush: bool = True) -> bool:
         """Stop the background thread, after a last flush unless `flush` is False."""
@@ -693,6 +772,11 @@ class StoreWriter:
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout=5)
         return ok
+
+
+def _is_locked(exc: BaseException) -> bool:
+    """Whether `exc` says the store was locked by another connection or process."""
+    return isinstance(exc, StoreError) and exc.locked
 
 
 def _written(snapshot: TaskSnapshot) -> tuple[int, datetime | None, str | None]:

@@ -15,6 +15,7 @@ from chongming_store_contract._builders import (
     build_command,
     build_task,
 )
+from chongming_store_contract._malformed_values import Malformed, malformed_command
 
 __all__ = ["ContractBase"]
 
@@ -50,6 +51,29 @@ class ContractBase:
         process's memory. The contract closes every handle it opens this way.
         """
         return store
+
+    def write_malformed_command(self, command: Command, column: str, bad: Malformed) -> bool:
+        """Write `command` as a row of this store whose `column` holds `bad` instead of its
+        value, as another program writing into the shared table could.
+
+        The default hands `submit_command` a `Command` holding the bad value as a Python
+        object (`malformed_command`), which suits a store that keeps the objects it is
+        given (the in-memory store). A backend with typed columns overrides this and
+        writes the row by its own means (SQL), bypassing the store's code.
+
+        Returns:
+            False when this backend cannot hold such a value at all (a typed column
+            refuses it, or would convert it into a valid one); the case is then left
+            out. Every backend holds at least one (see `MalformedCommandsContract`).
+        """
+        malformed = malformed_command(command, column, bad)
+        if malformed is None:
+            return False
+        try:
+            self.store.submit_command(malformed)
+        except StoreError:
+            return False
+        return True
 
     # ------------------------------------------------------------------ life cycle
     def setup_method(self, method: object) -> None:

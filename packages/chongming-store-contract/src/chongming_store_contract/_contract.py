@@ -11,9 +11,11 @@ from chongming_store_contract._fidelity import FidelityContract
 from chongming_store_contract._guard import contract_problems, contract_test_names
 from chongming_store_contract._history import HistoryContract
 from chongming_store_contract._housekeeping import HousekeepingContract
+from chongming_store_contract._malformed import MalformedCommandsContract
 from chongming_store_contract._queries import QueriesContract
 from chongming_store_contract._side_path import SidePathContract
 from chongming_store_contract._snapshots import SnapshotsContract
+from chongming_store_contract._unreadable import UnreadableContract
 from chongming_store_contract._values import ValuesContract
 
 __all__ = ["StoreContract", "check_contract_complete"]
@@ -25,10 +27,12 @@ class StoreContract(
     HistoryContract,
     SidePathContract,
     CommandsContract,
+    MalformedCommandsContract,
     HousekeepingContract,
     FidelityContract,
     ValuesContract,
     ConcurrencyContract,
+    UnreadableContract,
 ):
     """The contract suite. Subclass it once per backend; pytest collects the subclass.
 
@@ -41,10 +45,16 @@ class StoreContract(
             def open_same_store(self, store: TaskStore) -> TaskStore:
                 return MyStore(...)  # a second connection on the same data
 
+            def write_malformed_command(self, command, column, bad) -> bool:
+                ...  # write the row with `column` holding `bad`, as another program could
+
     Each test gets ``self.store`` from `make_store` (fresh and empty) and the
-    contract closes it afterwards. A backend that cannot pass a case yet
-    overrides it with ``@pytest.mark.xfail(reason="...")``; dropping a case or
-    overriding it without that mark fails `test_contract_is_complete`.
+    contract closes it afterwards. A backend other than `InMemoryTaskStore` also
+    implements `plant_unreadable_task` and `plant_unreadable_transition` (raw SQL,
+    say), which write rows of the wrong shape for the cases of damaged rows. A
+    backend that cannot pass a case yet overrides it with
+    ``@pytest.mark.xfail(reason="...")``; dropping a case or overriding it without
+    that mark fails `test_contract_is_complete`.
     """
 
     def setup_method(self, method: object) -> None:

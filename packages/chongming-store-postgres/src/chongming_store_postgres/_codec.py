@@ -5,6 +5,13 @@ PostgreSQL cannot store the NUL character (U+0000) in ``text`` nor inside a
 with a `StoreError` that names the task and the field, before a statement is sent;
 so is an outcome or a progress that not every store could keep (``chongming_core._json``)
 or an outcome too large for one PostgreSQL value.
+
+
+Rows are read one at a time: the typed columns hold what their types allow, but
+text (a status), JSON (failure, attempts, progress) and arrays (tags) hold whatever
+was written, so those are checked, and a row that cannot be decoded becomes an
+`UnreadableRow` naming the task and what is wrong, never an exception that would end
+a whole listing.
 """
 
 from __future__ import annotations
@@ -14,20 +21,31 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+import psycopg
+from psycopg.abc import Buffer
+from psycopg.types.datetime import TimestamptzLoader
+
 from chongming_core import (
-    AttemptRecord,
     Command,
-    Failure,
     Progress,
     StoreError,
     TaskSnapshot,
     TaskStatus,
     Transition,
+    Undecodable,
+    UnreadableRow,
+    decode_row,
+    read_command,
 )
+from chongming_core._decoding import read_choice, read_list, read_text_set, shown
+from chongming_core._failure import read_failure
 from chongming_core._json import progress_problem
+from chongming_core._records import read_attempts, read_progress
+from chongming_store_postgres._fetching import Unloadable
 
 __all__ = [
     "TASK_COLUMNS",
+    "command_cursor",
     "command_from_row",
     "command_params",
     "dumps",
@@ -247,8 +265,20 @@ def progress_json(progress: Progress | None, task_id: str) -> str | None:
     return dumps(progress.to_dict(), what, task_id=task_id, allow_nul=True)
 
 
-def snapshot_from_row(row: Sequence[Any]) -> TaskSnapshot:
-    """The snapshot of a row selected with `TASK_COLUMNS`."""
+def snapshot_from_row(row: Sequence[Any]) -> TaskSnapshot | UnreadableRow:
+    """The snapshot of a row selected with `TASK_COLUMNS`, or the `UnreadableRow` saying
+    why the row cannot be read."""
+    return decode_row(row[0], lambda: _snapshot(row))
+
+
+def _moment(value: object, what: str) -> datetime | None:
+    """A ``timestamptz`` value, checked: `fetch_all` keeps one Python cannot hold as text."""
+    if value is None or isinstance(value, datetime):
+        return value
+    raise ValueError(f"{what} {shown(value)} is not a time Python can hold (years 1 to 9999)")
+
+
+def _snapshot(row: Sequence[Any]) -> TaskSnapshot:
     (
         task_id,
         name,
@@ -284,33 +314,33 @@ def snapshot_from_row(row: Sequence[Any]) -> TaskSnapshot:
     return TaskSnapshot(
         task_id=task_id,
         name=name,
-        status=TaskStatus(status),
+        status=read_choice(status, TaskStatus, "status", "a status"),
         status_version=status_version,
         attempt=attempt,
         max_attempts=max_attempts,
         label=label,
         description=description,
-        tags=frozenset(tags or ()),
+        tags=read_text_set(tags, "tags"),
         priority=priority,
         bucket=bucket,
         bucket_key=bucket_key,
         pipeline_id=pipeline_id,
         node_id=node_id,
-        progress=None if progress is None else Progress.from_dict(progress),
-        last_heartbeat_at=last_heartbeat_at,
-        failure=None if failure is None else Failure.from_dict(failure),
-        outcome=outcome,
-        created_at=created_at,
-        updated_at=updated_at,
-        started_at=started_at,
-        finished_at=finished_at,
-        retry_at=retry_at,
+        progress=None if progress is None else read_progress(progress),
+        last_heartbeat_at=_moment(last_heartbeat_at, "last_heartbeat_at"),
+        failure=None if failure is None else read_failure(failure, "failure"),
+        outcome=_outcome(outcome),
+        created_at=_moment(created_at, "created_at"),
+        updated_at=_moment(updated_at, "updated_at"),
+        started_at=_moment(started_at, "started_at"),
+        finished_at=_moment(finished_at, "finished_at"),
+        retry_at=_moment(retry_at, "retry_at"),
         lease_owner=lease_owner,
-        lease_until=lease_until,
+        lease_until=_moment(lease_until, "lease_until"),
         executor=executor,
         pid=pid,
         paused_in_place=paused_in_place,
-        attempts=tuple(AttemptRecord.from_dict(a) for a in attempts or ()),
+        attempts=read_attempts(read_list(attempts, "attempts"), "attempts"),
         paused_seconds=float(paused_seconds),
     )
 
@@ -350,19 +380,37 @@ def transition_arrays(transitions: Iterable[Transition]) -> dict[str, list[Any]]
     return arrays
 
 
-def transition_from_row(row: Sequence[Any]) -> Transition:
-    """A transition from ``(task_id, from, to, trigger, actor, reason, version, at)``."""
+def transition_from_row(row: Sequence[Any]) -> Transition | UnreadableRow:
+    """A transition from ``(task_id, from, to, trigger, actor, reason, version, at)``, or
+    the `UnreadableRow` saying why the row cannot be read."""
+    return decode_row(row[0], lambda: _transition(row), part=f"history entry {row[6]}")
+
+
+def _outcome(value: object) -> object:
+    if isinstance(value, Unloadable):
+        raise ValueError(f"outcome {shown(value)} is JSON nested too deeply to read")
+    return value
+
+
+def _transition(row: Sequence[Any]) -> Transition:
     task_id, from_status, to_status, trigger, actor, reason, version, at = row
     return Transition(
         task_id=task_id,
-        from_status=TaskStatus(from_status),
-        to_status=TaskStatus(to_status),
+        from_status=read_choice(from_status, TaskStatus, "from_status", "a status"),
+        to_status=read_choice(to_status, TaskStatus, "to_status", "a status"),
         trigger=trigger,
         actor=actor,
         reason=reason,
         status_version=version,
-        at=at,
+        at=_required_moment(at, "at"),
     )
+
+
+def _required_moment(value: object, what: str) -> datetime:
+    moment = _moment(value, what)
+    if moment is None:
+        raise ValueError(f"{what} is missing")
+    return moment
 
 
 def command_params(c: Command) -> dict[str, Any]:
@@ -403,33 +451,29 @@ COMMAND_COLUMNS: tuple[str, ...] = (
 
 
 def command_from_row(row: Sequence[Any]) -> Command:
-    """The command of a row selected with `COMMAND_COLUMNS`."""
-    (
-        command_id,
-        task_id,
-        action,
-        issued_by,
-        issued_at,
-        reason,
-        bucket,
-        claimed_by,
-        lease_until,
-        completed_at,
-        result,
-    ) = row[: len(COMMAND_COLUMNS)]
-    return Command(
-        command_id=command_id,
-        task_id=task_id,
-        action=action,
-        issued_by=issued_by,
-        issued_at=issued_at,
-        reason=reason,
-        bucket=bucket,
-        claimed_by=claimed_by,
-        lease_until=lease_until,
-        completed_at=completed_at,
-        result=result,
-    )
+    """The command of a row selected with `COMMAND_COLUMNS` through `command_cursor`,
+    whatever it holds (see `read_command`)."""
+    return read_command(dict(zip(COMMAND_COLUMNS, row[: len(COMMAND_COLUMNS)], strict=True)))
+
+
+class _LenientTimestamptz(TimestamptzLoader):
+    """Loads a ``timestamptz`` no `datetime` can hold (``infinity``, a year past 9999) as
+    `Undecodable` instead of failing the whole query."""
+
+    def load(self, data: Buffer) -> datetime | Undecodable:  # type: ignore[override]
+        try:
+            return super().load(data)
+        except psycopg.DataError:
+            return Undecodable("a time", repr(bytes(data).decode("utf-8", "replace")))
+
+
+def command_cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
+    """A cursor of `conn` that reads command rows one by one (D64): anyone can write a
+    time into the table that psycopg cannot load, and one such row must not fail the
+    claim, or the listing, of all the others."""
+    cursor = conn.cursor()
+    cursor.adapters.register_loader("timestamptz", _LenientTimestamptz)
+    return cursor
 
 
 def touch_arrays(merged: dict[str, dict[str, Any]]) -> dict[str, list[Any]]:

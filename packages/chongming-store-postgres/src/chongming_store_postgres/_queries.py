@@ -141,6 +141,12 @@ ORDER BY seq {direction} LIMIT %(limit)s OFFSET %(offset)s"""
 #: Tasks per status.
 STATUS_COUNTS: Final = "SELECT status, count(*) FROM {tasks} WHERE {where} GROUP BY status"
 
+#: The tasks whose status is none of the statuses (rows written by another program or by
+#: hand), with that status: `status_counts` names them.
+STATUS_HOLDERS: Final = """
+SELECT task_id, status FROM {tasks} WHERE {where} AND status = ANY(%(unknown)s::text[])
+ORDER BY seq"""
+
 #: Tasks per bucket (tasks without a bucket are not counted).
 BUCKET_COUNTS: Final = """
 SELECT bucket, count(*) FROM {tasks} WHERE {where} AND bucket IS NOT NULL GROUP BY bucket"""

@@ -35,6 +35,7 @@ Example::
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import threading
@@ -50,6 +51,8 @@ from chongming_core import (
     Command,
     ConcurrencyConflict,
     ConfigurationError,
+    Counts,
+    Listing,
     SnapshotWrite,
     StoreError,
     TaskQuery,
@@ -58,11 +61,15 @@ from chongming_core import (
     TaskStore,
     TouchUpdate,
     Transition,
+    UnreadableRow,
 )
+from chongming_core._decoding import shown
+from chongming_core._unreadable import stored_id
 from chongming_store_postgres import _queries as Q
 from chongming_store_postgres import _writes as W
 from chongming_store_postgres._codec import (
     check_text,
+    command_cursor,
     command_from_row,
     command_params,
     dumps,
@@ -80,6 +87,7 @@ from chongming_store_postgres._dsn import (
     redact_dsn,
     validate_options,
 )
+from chongming_store_postgres._fetching import fetch_all
 from chongming_store_postgres._listen import CommandListener, channel_name
 from chongming_store_postgres._runner import Conn, Runner
 from chongming_store_postgres._schema import check_schema, ensure_schema
@@ -88,6 +96,7 @@ from chongming_store_postgres._translate import ErrorContext
 __all__ = ["PostgresTaskStore"]
 
 _T = TypeVar("_T")
+_STATUSES = {s.value: s for s in TaskStatus}
 
 
 class PostgresTaskStore(TaskStore):
@@ -308,14 +317,17 @@ class PostgresTaskStore(TaskStore):
         if "\x00" in task_id:
             return None  # no stored id can hold a NUL
 
-        def body(conn: Conn, retrying: bool) -> TaskSnapshot | None:
-            row = conn.execute(self._q.get_task, {"task_id": task_id}).fetchone()
-            return None if row is None else snapshot_from_row(row)
+        def body(conn: Conn, retrying: bool) -> TaskSnapshot | UnreadableRow | None:
+            rows = fetch_all(conn, self._q.get_task, {"task_id": task_id})
+            return snapshot_from_row(rows[0]) if rows else None
 
-        return self._run(f"reading task {task_id!r}", body)
+        found = self._run(f"reading task {task_id!r}", body)
+        if isinstance(found, UnreadableRow):
+            raise found.error(self._errors.store)
+        return found
 
     def _filtered(
-        self, template: Any, query: TaskQuery | None, action: str
+        self, template: Any, query: TaskQuery | None, action: str, **extra: Any
     ) -> list[tuple[Any, ...]]:
         q = query or TaskQuery()
         self._check_open()
@@ -324,27 +336,47 @@ class PostgresTaskStore(TaskStore):
             return []
         where, params = built
         statement = self._q.filtered(template, where, q.newest_first)
-        params.update(limit=q.limit, offset=q.offset)
+        params.update(limit=q.limit, offset=q.offset, **extra)
 
         def body(conn: Conn, retrying: bool) -> list[tuple[Any, ...]]:
-            return conn.execute(statement, params).fetchall()
+            return fetch_all(conn, statement, params)
 
         return self._run(action, body)
 
     def query(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
         """See `TaskStore.query`."""
         rows = self._filtered(Q.QUERY_TASKS, query, "querying tasks")
-        return [snapshot_from_row(row) for row in rows]
+        return Listing.split(snapshot_from_row(row) for row in rows)
 
     def status_counts(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
-        """See `TaskStore.status_counts`."""
+        """See `TaskStore.status_counts`. The status column is text: a value that is not a
+        status is counted under none, and the tasks holding it are named (a rare second
+        query, with the same filter)."""
         rows = self._filtered(Q.STATUS_COUNTS, query, "counting tasks by status")
-        return {TaskStatus(status): int(count) for status, count in rows}
+        counts: dict[TaskStatus, int] = {}
+        unknown: list[str] = []
+        for status, count in rows:
+            known = _STATUSES.get(status)
+            if known is None:
+                unknown.append(status)
+            else:
+                counts[known] = int(count)
+        unreadable: list[UnreadableRow] = []
+        if unknown:
+            q = dataclasses.replace(query or TaskQuery(), limit=None, offset=0)
+            holders = self._filtered(
+                Q.STATUS_HOLDERS, q, "naming the tasks of unknown statuses", unknown=unknown
+            )
+            unreadable = [
+                UnreadableRow(stored_id(task_id), f"status {shown(status)} is not a status")
+                for task_id, status in holders
+            ]
+        return Counts(counts, unreadable)
 
     def bucket_counts(self, query: TaskQuery | None = None) -> dict[int, int]:
-        """See `TaskStore.bucket_counts`."""
+        """See `TaskStore.bucket_counts` (buckets are ``bigint``: every one is an integer)."""
         rows = self._filtered(Q.BUCKET_COUNTS, query, "counting tasks by bucket")
-        return {int(bucket): int(count) for bucket, count in rows}
+        return Counts({int(bucket): int(count) for bucket, count in rows})
 
     # ------------------------------------------------------------------ audit trail
     def append(self, transitions: Iterable[Transition]) -> None:
@@ -364,11 +396,11 @@ class PostgresTaskStore(TaskStore):
         """See `TaskStore.history`."""
         self._check_open()
         if "\x00" in task_id:
-            return []
+            return Listing()
 
-        def body(conn: Conn, retrying: bool) -> list[Transition]:
-            rows = conn.execute(self._q.history, {"task_id": task_id}).fetchall()
-            return [transition_from_row(row) for row in rows]
+        def body(conn: Conn, retrying: bool) -> Listing[Transition]:
+            rows = fetch_all(conn, self._q.history, {"task_id": task_id})
+            return Listing.split(transition_from_row(row) for row in rows)
 
         return self._run(f"reading the history of task {task_id!r}", body)
 
@@ -435,10 +467,11 @@ class PostgresTaskStore(TaskStore):
 
         def body(conn: Conn, retrying: bool) -> list[Command]:
             rows: list[tuple[Any, ...]] = []
+            cursor = command_cursor(conn)  # each row read on its own (D64)
             if retrying:  # the lost attempt may have committed its leases: hand them over
-                rows = conn.execute(self._q.claimed_by_lost_attempt, params).fetchall()
+                rows = cursor.execute(self._q.claimed_by_lost_attempt, params).fetchall()
             more = {**params, "limit": params["limit"] - len(rows)}
-            rows += conn.execute(self._q.claim_commands, more).fetchall()
+            rows += cursor.execute(self._q.claim_commands, more).fetchall()
             rows.sort(key=lambda row: int(row[-1]))
             return [command_from_row(row) for row in rows]
 
@@ -486,7 +519,9 @@ class PostgresTaskStore(TaskStore):
         return self._run(f"releasing command {command_id!r}", body)
 
     def _command(self, conn: Conn, command_id: str) -> Command | None:
-        row = conn.execute(self._q.get_command, {"command_id": command_id}).fetchone()
+        row = (
+            command_cursor(conn).execute(self._q.get_command, {"command_id": command_id}).fetchone()
+        )
         return None if row is None else command_from_row(row)
 
     def commands(
@@ -507,7 +542,7 @@ class PostgresTaskStore(TaskStore):
         }
 
         def body(conn: Conn, retrying: bool) -> list[Command]:
-            rows = conn.execute(self._q.list_commands, params).fetchall()
+            rows = command_cursor(conn).execute(self._q.list_commands, params).fetchall()
             return [command_from_row(row) for row in rows]
 
         return self._run("listing commands", body)

@@ -34,6 +34,7 @@ from chongming_store_postgres._codec import (
     transition_arrays,
     transition_from_row,
 )
+from chongming_store_postgres._fetching import lenient_loaders
 from chongming_store_postgres._queries import BATCH_TYPES, Statements
 
 __all__ = [
@@ -178,12 +179,13 @@ def _stored_is(conn: Conn, q: Statements, write: SnapshotWrite) -> bool:
     connection, a snapshot alone could be another writer's that happens to be identical."""
     task_id = write.snapshot.task_id
     row = conn.execute(q.get_task, {"task_id": task_id}).fetchone()
-    if row is None or snapshot_from_row(row) != write.snapshot:
+    if row is None or snapshot_from_row(row) != write.snapshot:  # an unreadable row is not it
         return False
     if not write.transitions:
         return True
     rows = conn.execute(q.history, {"task_id": task_id}).fetchall()
-    stored = {t.status_version: t for t in (transition_from_row(r) for r in rows)}
+    decoded = (transition_from_row(r) for r in rows)
+    stored = {t.status_version: t for t in decoded if isinstance(t, Transition)}
     return all(stored.get(t.status_version) == t for t in write.transitions)
 
 
@@ -234,9 +236,13 @@ def archive(
         conn.execute(q.lock_archive, {"key": f"chongming-archive:{schema}"})
         moved: list[Transition] = []
         with conn.cursor(name="chongming_archive") as cursor:  # a slice at a time, see prune
+            lenient_loaders(cursor)  # a time Python cannot hold must not stop the archive
             cursor.execute(q.archive_select, {"terminal": _TERMINAL, "before": finished_before})
             while rows := cursor.fetchmany(_FETCH_SLICE):
-                moved.extend(transition_from_row(row) for row in rows)
+                # a row that cannot be decoded is neither written nor deleted: it stays in
+                # the store, where `history` names it
+                decoded = (transition_from_row(row) for row in rows)
+                moved.extend(t for t in decoded if isinstance(t, Transition))
         write_jsonl(path, moved)
         if moved:
             conn.execute(

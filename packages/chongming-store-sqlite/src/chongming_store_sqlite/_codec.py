@@ -11,12 +11,21 @@ Snapshot fields that queries filter on get real columns; the rest of the
 snapshot is a JSON document (`TaskSnapshot.to_dict`). The side-path fields
 (progress, heartbeat, lease, pid) live only in their own columns, because
 `touch` rewrites them without touching the document.
+
+Reading is the other way round, one row at a time: a row that cannot be decoded
+becomes an `UnreadableRow` naming the task and what is wrong, never an exception
+that would end a whole listing. The status, the version and the lease's end are
+kept twice (the columns that queries, counts, compare-and-set and `reconcile` read,
+and the record), so a row whose two disagree is unreadable too: which of them is
+right is not known.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Callable, Sequence
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -27,9 +36,13 @@ from chongming_core import (
     StoreError,
     TaskSnapshot,
     Transition,
+    Undecodable,
+    UnreadableRow,
+    decode_row,
+    read_command,
 )
+from chongming_core._decoding import shown
 from chongming_core._json import progress_problem
-from chongming_core._records import parse_time
 from chongming_store_sqlite._search import search_key
 
 __all__ = [
@@ -42,6 +55,7 @@ __all__ = [
     "dumps",
     "encode_snapshot",
     "iso",
+    "lenient_text",
     "micros",
     "outcome_problem",
     "snapshot_from_row",
@@ -53,7 +67,10 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _ONE_MICROSECOND = timedelta(microseconds=1)
 
 #: The columns `snapshot_from_row` reads, in order.
-SNAPSHOT_COLUMNS = "data, progress, heartbeat_at, lease_owner, lease_until, pid"
+SNAPSHOT_COLUMNS = (
+    "task_id, status, status_version, data, progress, heartbeat_at, lease_owner, lease_until, "
+    "pid, lease_until_us"
+)
 #: The columns `transition_from_row` reads, in order.
 TRANSITION_COLUMNS = "task_id, status_version, from_status, to_status, trigger, actor, reason, at"
 #: The columns `command_from_row` reads, in order.
@@ -210,16 +227,55 @@ def _check_values(snapshot: TaskSnapshot, stored_outcome: Callable[[object], obj
         ) from cause
 
 
-def snapshot_from_row(row: Sequence[Any]) -> TaskSnapshot:
-    """The inverse of `encode_snapshot` for a row of `SNAPSHOT_COLUMNS`."""
-    data, progress, heartbeat_at, lease_owner, lease_until, pid = row
-    document = json.loads(data)
-    document["progress"] = None if progress is None else json.loads(progress)
+def snapshot_from_row(row: Sequence[Any]) -> TaskSnapshot | UnreadableRow:
+    """The inverse of `encode_snapshot` for a row of `SNAPSHOT_COLUMNS`, or the
+    `UnreadableRow` saying why the row cannot be read."""
+    return decode_row(row[0], lambda: _snapshot(row))
+
+
+def _snapshot(row: Sequence[Any]) -> TaskSnapshot:
+    (task_id, status, version, data, progress, heartbeat_at, lease_owner, lease_until, pid) = row[
+        :9
+    ]
+    document = _json(data, "its document")
+    if not isinstance(document, dict):
+        raise ValueError(f"its document must be a JSON object, got {shown(document)}")
+    document["progress"] = None if progress is None else _json(progress, "progress")
     document["last_heartbeat_at"] = heartbeat_at
     document["lease_owner"] = lease_owner
     document["lease_until"] = lease_until
     document["pid"] = pid
-    return TaskSnapshot.from_dict(document)
+    snapshot = TaskSnapshot.from_dict(document)
+    if snapshot.task_id != task_id:
+        raise ValueError(f"its document names task {shown(snapshot.task_id)}")
+    if status != snapshot.status.value:
+        raise ValueError(
+            f"its status column holds {shown(status)} but its document {snapshot.status.value!r}"
+        )
+    if type(version) is not int or version != snapshot.status_version:
+        raise ValueError(
+            f"its status_version column holds {shown(version)} but its document "
+            f"{snapshot.status_version}"
+        )
+    until_us = row[9]
+    lease = snapshot.lease_until
+    if until_us != (None if lease is None else micros(lease, "lease_until")):
+        raise ValueError(
+            f"its lease_until_us column holds {shown(until_us)} but its lease_until "
+            f"{shown(lease_until)}"
+        )
+    return snapshot
+
+
+def _json(text: object, what: str) -> Any:
+    if not isinstance(text, str):
+        raise ValueError(f"{what} must be JSON text, got {shown(text)}")
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"{what} is not JSON ({exc})") from None
+    except RecursionError:
+        raise ValueError(f"{what} is JSON nested too deeply to read") from None
 
 
 def transition_rows(transitions: Sequence[Transition]) -> tuple[tuple[object, ...], ...]:
@@ -239,8 +295,15 @@ def transition_rows(transitions: Sequence[Transition]) -> tuple[tuple[object, ..
     )
 
 
-def transition_from_row(row: Sequence[Any]) -> Transition:
-    """The inverse of `transition_rows` for one row."""
+def transition_from_row(row: Sequence[Any]) -> Transition | UnreadableRow:
+    """The inverse of `transition_rows` for one row, or the `UnreadableRow` saying why
+    the row cannot be read."""
+    task_id, version = row[0], row[1]
+    entry = f"history entry {version if type(version) is int else shown(version)}"
+    return decode_row(task_id, lambda: _transition(row), part=entry)
+
+
+def _transition(row: Sequence[Any]) -> Transition:
     task_id, version, from_status, to_status, trigger, actor, reason, at = row
     return Transition.from_dict(
         {
@@ -274,33 +337,32 @@ def command_row(command: Command) -> tuple[object, ...]:
     )
 
 
-def command_from_row(row: Sequence[Any]) -> Command:
-    """A `Command` from a row of `COMMAND_COLUMNS`."""
-    (
-        command_id,
-        task_id,
-        action,
-        issued_by,
-        issued_at,
-        reason,
-        bucket,
-        claimed_by,
-        lease_until,
-        completed_at,
-        result,
-    ) = row
-    issued = parse_time(issued_at)
-    assert issued is not None  # NOT NULL column
-    return Command(
-        command_id=command_id,
-        task_id=task_id,
-        action=action,
-        issued_by=issued_by,
-        issued_at=issued,
-        reason=reason,
-        bucket=bucket,
-        claimed_by=claimed_by,
-        lease_until=parse_time(lease_until),
-        completed_at=parse_time(completed_at),
-        result=result,
-    )
+def command_from_row(row: Sequence[Any], **leased: Any) -> Command:
+    """A `Command` from a row of `COMMAND_COLUMNS` read under `lenient_text`, whatever
+    its columns hold (see `read_command`); `leased` replaces columns a claim just wrote."""
+    values = dict(zip(_COMMAND_FIELDS, row, strict=True))
+    values.update(leased)
+    return read_command(values)
+
+
+_COMMAND_FIELDS = tuple(name.strip() for name in COMMAND_COLUMNS.split(","))
+
+
+def _lenient(data: bytes) -> str | Undecodable:
+    """A TEXT value as `str`, or `Undecodable` when its bytes are not UTF-8 (SQLite keeps
+    whatever bytes it was given, and the driver would fail the whole query on them)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        return Undecodable("text", repr(data))
+
+
+@contextlib.contextmanager
+def lenient_text(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """Read text of `conn` with `_lenient` inside the block (command rows: anyone writes
+    them, and one that is not UTF-8 must not fail the reading of the others)."""
+    conn.text_factory = _lenient
+    try:
+        yield conn
+    finally:
+        conn.text_factory = str

@@ -97,7 +97,10 @@ def translate(exc: BaseException, *, where: str, action: str, busy_timeout: floa
         detail = f"{name}: {detail}"
     if primary is None and "locked" in str(exc):
         primary = _BUSY
-    return StoreError(f"{where}: failed while {action}: {_advice(primary, detail, busy_timeout)}")
+    return StoreError(
+        f"{where}: failed while {action}: {_advice(primary, detail, busy_timeout)}",
+        locked=primary in (_BUSY, _LOCKED),
+    )
 
 
 def is_locked(exc: sqlite3.Error) -> bool:

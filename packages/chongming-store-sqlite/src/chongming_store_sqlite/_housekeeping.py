@@ -12,10 +12,11 @@ import os
 import sqlite3
 from collections.abc import Callable
 
-from chongming_core import StoreError
+from chongming_core import StoreError, Transition
 from chongming_core._store import write_jsonl
 from chongming_store_sqlite import _schema as sql
 from chongming_store_sqlite._codec import TRANSITION_COLUMNS, transition_from_row
+from chongming_store_sqlite._fetching import fetch_all
 
 __all__ = ["ARCHIVE_BATCH_TASKS", "PRUNE_BATCH_TASKS", "archive_batches", "prune_batches"]
 
@@ -112,23 +113,27 @@ def archive_batches(writing: _Transaction, before_us: int, path: str, where: str
             if not tasks:
                 return moved
             last_seq = tasks[-1][0]
-            rows: list[tuple[object, ...]] = []
+            moving: list[Transition] = []
             for _, task_id in tasks:
-                history = conn.execute(
+                history = fetch_all(
+                    conn,
                     f"SELECT {TRANSITION_COLUMNS} FROM transitions WHERE task_id = ? "
                     "ORDER BY status_version",
                     (task_id,),
-                ).fetchall()
-                rows.extend(history[:-1])
+                )
+                # a row that cannot be decoded is neither written nor deleted: it stays in
+                # the store, where `history` names it
+                decoded = (transition_from_row(r) for r in history[:-1])
+                moving.extend(t for t in decoded if isinstance(t, Transition))
             if not prepared:
                 _prepare_archive(path, where)
                 prepared = True
             try:
-                write_jsonl(path, [transition_from_row(r) for r in rows])
+                write_jsonl(path, moving)
             except OSError as exc:
                 raise StoreError(
                     f"{where}: cannot write the archive file {path} ({exc}); this batch "
                     f"was not deleted from the store ({moved} transitions were moved before)"
                 ) from exc
-            conn.executemany(sql.DELETE_TRANSITION, [(r[0], r[1]) for r in rows])
-            moved += len(rows)
+            conn.executemany(sql.DELETE_TRANSITION, [(t.task_id, t.status_version) for t in moving])
+            moved += len(moving)

@@ -12,6 +12,7 @@ from __future__ import annotations
 __all__ = [
     "APPLICATION_ID",
     "COMPLETE_COMMAND",
+    "COMPLETE_COMMAND_AT",
     "DELETE_TAGS",
     "DELETE_TASK",
     "DELETE_TASK_COMMANDS",
@@ -188,6 +189,11 @@ LEASE_COMMAND = (
 COMPLETE_COMMAND = (
     "UPDATE commands SET completed_at = ?, result = ?, lease_until = NULL, lease_until_us = NULL "
     "WHERE command_id = ? AND claimed_by = ? AND completed_at IS NULL"
+)
+#: Complete a command found by its row (a claim settling a row whose id is not text).
+COMPLETE_COMMAND_AT = (
+    "UPDATE commands SET completed_at = ?, result = ?, lease_until = NULL, lease_until_us = NULL "
+    "WHERE seq = ?"
 )
 RELEASE_COMMAND = (
     "UPDATE commands SET claimed_by = NULL, lease_until = NULL, lease_until_us = NULL "

@@ -7,7 +7,7 @@ import dataclasses
 import json
 import os
 import sqlite3
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -15,6 +15,8 @@ from chongming_core import (
     Command,
     ConcurrencyConflict,
     ConfigurationError,
+    Counts,
+    Listing,
     SnapshotWrite,
     StoreError,
     TaskQuery,
@@ -23,8 +25,11 @@ from chongming_core import (
     TaskStore,
     TouchUpdate,
     Transition,
+    UnreadableRow,
 )
+from chongming_core._decoding import shown
 from chongming_core._store import validate_keep_terminal
+from chongming_core._unreadable import stored_id
 from chongming_store_sqlite import _schema as sql
 from chongming_store_sqlite._codec import (
     COMMAND_COLUMNS,
@@ -34,6 +39,7 @@ from chongming_store_sqlite._codec import (
     command_row,
     encode_snapshot,
     iso,
+    lenient_text,
     micros,
     outcome_problem,
     snapshot_from_row,
@@ -41,6 +47,7 @@ from chongming_store_sqlite._codec import (
     transition_rows,
 )
 from chongming_store_sqlite._errors import DRIVER_ERRORS, translate
+from chongming_store_sqlite._fetching import fetch_all
 from chongming_store_sqlite._housekeeping import archive_batches, prune_batches
 from chongming_store_sqlite._opening import connect, initialise, prepare_file
 from chongming_store_sqlite._pool import ConnectionPool, PoolClosed
@@ -299,10 +306,15 @@ class SqliteTaskStore(TaskStore):
     def get(self, task_id: str) -> TaskSnapshot | None:
         """See `TaskStore.get`."""
         with self._reading(f"reading task {task_id!r}") as conn:
-            row = conn.execute(
-                f"SELECT {SNAPSHOT_COLUMNS} FROM tasks WHERE task_id = ?", (task_id,)
-            ).fetchone()
-        return None if row is None else snapshot_from_row(row)
+            rows = fetch_all(
+                conn, f"SELECT {SNAPSHOT_COLUMNS} FROM tasks WHERE task_id = ?", (task_id,)
+            )
+        if not rows:
+            return None
+        found = snapshot_from_row(rows[0])
+        if isinstance(found, UnreadableRow):
+            raise found.error(self._where)
+        return found
 
     def query(self, query: TaskQuery | None = None) -> list[TaskSnapshot]:
         """See `TaskStore.query`."""
@@ -315,25 +327,28 @@ class SqliteTaskStore(TaskStore):
             )
             params.extend((-1 if q.limit is None else q.limit, q.offset))
             with self._reading("querying tasks") as conn:
-                rows = conn.execute(statement, params).fetchall()
-            return [snapshot_from_row(r) for r in rows]
+                rows = fetch_all(conn, statement, params)
+            return Listing.split(snapshot_from_row(r) for r in rows)
         found: list[Any] = []
         with self._reading("querying tasks", snapshot=True) as conn:
             for chunk in chunks(list(q.task_ids)):
                 where, params = where_clause(q, chunk)
                 statement = f"SELECT seq, {SNAPSHOT_COLUMNS} FROM tasks{where}"
-                found.extend(conn.execute(statement, params).fetchall())
+                found.extend(fetch_all(conn, statement, params))
         found.sort(key=lambda r: r[0], reverse=q.newest_first)
         end = None if q.limit is None else q.offset + q.limit
-        return [snapshot_from_row(r[1:]) for r in found[q.offset : end]]
+        return Listing.split(snapshot_from_row(r[1:]) for r in found[q.offset : end])
 
-    def _grouped(self, query: TaskQuery | None, column: str, action: str) -> dict[Any, int]:
-        """``count(*)`` per value of `column` over the tasks matching `query`."""
+    def _grouped(self, query: TaskQuery | None, key: _Key, action: str) -> Counts[Any]:
+        """``count(*)`` per value of `key`'s column over the tasks matching `query`; the
+        tasks holding a value that is no key are named in the result's ``unreadable``."""
         q = query or TaskQuery()
         id_chunks: list[Sequence[str] | None] = (
             [None] if q.task_ids is None else list(chunks(list(q.task_ids)))
         )
+        column = key.column
         counts: dict[Any, int] = {}
+        unreadable: list[UnreadableRow] = []
         with self._reading(action, snapshot=len(id_chunks) > 1) as conn:
             for chunk in id_chunks:
                 where, params = where_clause(q, chunk)
@@ -341,19 +356,30 @@ class SqliteTaskStore(TaskStore):
                 statement = (
                     f"SELECT {column}, count(*) FROM tasks{where}{not_null} GROUP BY {column}"
                 )
-                for value, count in conn.execute(statement, params):
-                    counts[value] = counts.get(value, 0) + int(count)
-        return counts
+                damaged = False
+                for value, count in fetch_all(conn, statement, params):
+                    found = key.of(value)
+                    if found is None:
+                        damaged = True
+                    else:
+                        counts[found] = counts.get(found, 0) + int(count)
+                if damaged:  # rare (rows written by hand): name the tasks that hold such values
+                    holders = (
+                        f"SELECT task_id, {column} FROM tasks{where}{not_null} AND {key.damaged}"
+                    )
+                    unreadable.extend(
+                        UnreadableRow(stored_id(t), f"{column} {shown(v)} is not {key.noun}")
+                        for t, v in fetch_all(conn, holders, [*params, *key.damaged_params])
+                    )
+        return Counts(counts, unreadable)
 
     def status_counts(self, query: TaskQuery | None = None) -> dict[TaskStatus, int]:
         """See `TaskStore.status_counts`."""
-        counts = self._grouped(query, "status", "counting tasks by status")
-        return {TaskStatus(status): n for status, n in counts.items()}
+        return self._grouped(query, _STATUS_KEY, "counting tasks by status")
 
     def bucket_counts(self, query: TaskQuery | None = None) -> dict[int, int]:
         """See `TaskStore.bucket_counts`."""
-        counts = self._grouped(query, "bucket", "counting tasks by bucket")
-        return {int(bucket): n for bucket, n in counts.items()}
+        return self._grouped(query, _BUCKET_KEY, "counting tasks by bucket")
 
     # ------------------------------------------------------------------ audit trail
     def append(self, transitions: Iterable[Transition]) -> None:
@@ -372,12 +398,13 @@ class SqliteTaskStore(TaskStore):
     def history(self, task_id: str) -> list[Transition]:
         """See `TaskStore.history`."""
         with self._reading(f"reading the history of task {task_id!r}") as conn:
-            rows = conn.execute(
+            rows = fetch_all(
+                conn,
                 f"SELECT {TRANSITION_COLUMNS} FROM transitions WHERE task_id = ? "
                 "ORDER BY status_version",
                 (task_id,),
-            ).fetchall()
-        return [transition_from_row(r) for r in rows]
+            )
+        return Listing.split(transition_from_row(r) for r in rows)
 
     # ------------------------------------------------------------------ side path
     def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
@@ -439,7 +466,7 @@ class SqliteTaskStore(TaskStore):
         if buckets is not None:
             base += " AND bucket IN (SELECT value FROM json_each(?))"
             base_params.append(json.dumps(list(buckets)))
-        with self._writing(f"claiming commands for {owner!r}") as conn:
+        with self._writing(f"claiming commands for {owner!r}") as conn, lenient_text(conn):
             if task_ids is None:
                 rows = conn.execute(f"{base} ORDER BY seq LIMIT ?", [*base_params, limit])
                 found = rows.fetchall()
@@ -452,10 +479,28 @@ class SqliteTaskStore(TaskStore):
                 found.sort(key=lambda r: r[0])
                 found = found[:limit]
             conn.executemany(sql.LEASE_COMMAND, [(owner, until_iso, until_us, r[0]) for r in found])
-        return [
-            dataclasses.replace(command_from_row(r[1:]), claimed_by=owner, lease_until=until)
-            for r in found
-        ]
+            # each row read on its own, as leased (D64): one that anyone wrote with a value
+            # its column cannot hold comes back with its problem instead of failing the claim
+            claimed = [command_from_row(r[1:], claimed_by=owner, lease_until=until) for r in found]
+            unnamed = [
+                (i, found[i][0])
+                for i, c in enumerate(claimed)
+                if c.problem is not None and not isinstance(found[i][1], str)
+            ]
+            if unnamed:  # an id that is not text: no caller can complete it, so it is done here
+                done_at = iso(now, "now")
+                conn.executemany(
+                    sql.COMPLETE_COMMAND_AT,
+                    [(done_at, f"rejected: {claimed[i].problem}", seq) for i, seq in unnamed],
+                )
+                for i, _ in unnamed:
+                    claimed[i] = dataclasses.replace(
+                        claimed[i],
+                        lease_until=None,
+                        completed_at=now,
+                        result=f"rejected: {claimed[i].problem}",
+                    )
+        return claimed
 
     def complete_command(self, command_id: str, *, owner: str, now: datetime, result: str) -> bool:
         """See `TaskStore.complete_command`."""
@@ -492,7 +537,7 @@ class SqliteTaskStore(TaskStore):
         where = (" WHERE " + " AND ".join(clauses)) if clauses else ""
         params.append(-1 if limit is None else limit)
         statement = f"SELECT {COMMAND_COLUMNS} FROM commands{where} ORDER BY seq LIMIT ?"
-        with self._reading("listing commands") as conn:
+        with self._reading("listing commands") as conn, lenient_text(conn):
             rows = conn.execute(statement, params).fetchall()
         return [command_from_row(r) for r in rows]
 
@@ -513,3 +558,33 @@ class SqliteTaskStore(TaskStore):
         """See `TaskStore.close`. Waits (up to the busy timeout) for calls in progress in
         other threads, then every connection is closed and the file may be deleted."""
         self._pool.close(wait=self._busy_timeout + 1.0)
+
+
+_STATUSES = {s.value: s for s in TaskStatus}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Key:
+    """A column the counts group by: how a stored value becomes a key (None: it is not
+    one), and the SQL predicate (with its parameters) that finds the values that are not."""
+
+    column: str
+    of: Callable[[object], Any]
+    noun: str
+    damaged: str
+    damaged_params: tuple[object, ...] = ()
+
+
+_STATUS_KEY = _Key(
+    "status",
+    lambda value: _STATUSES.get(value) if isinstance(value, str) else None,
+    "a status",
+    f"status NOT IN ({placeholders(len(_STATUSES))})",
+    tuple(_STATUSES),
+)
+_BUCKET_KEY = _Key(
+    "bucket",
+    lambda value: value if type(value) is int else None,
+    "an integer",
+    "typeof(bucket) != 'integer'",
+)

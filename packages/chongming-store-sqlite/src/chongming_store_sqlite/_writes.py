@@ -23,9 +23,16 @@ from chongming_store_sqlite._query import chunks, placeholders
 __all__ = ["apply_writes", "touch_row"]
 
 
-def _conflict(item: EncodedWrite, actual: int | None) -> ConcurrencyConflict:
+def _conflict(
+    item: EncodedWrite, actual: int | None, *, damaged: bool = False
+) -> ConcurrencyConflict:
     task_id = item.task_id
-    if item.expect_version is None:
+    if damaged and item.expect_version is not None:
+        message = (
+            f"the row of task {task_id!r} holds no integer status_version (it is damaged), "
+            f"so it cannot be compared with version {item.expect_version} and is not replaced"
+        )
+    elif item.expect_version is None:
         message = (
             f"task {task_id!r} already exists; task ids are never reused, submit under a new id"
         )
@@ -49,7 +56,7 @@ def apply_writes(
 ) -> list[ConcurrencyConflict]:
     """Check and apply `items` inside the caller's write transaction, with one
     ``executemany`` per kind of statement instead of a round trip per row."""
-    current: dict[str, tuple[int, str]] = {}
+    current: dict[str, tuple[int | None, str]] = {}
     ids = list(dict.fromkeys(item.task_id for item in items))
     for chunk in chunks(ids):
         statement = (
@@ -57,7 +64,8 @@ def apply_writes(
             f"WHERE task_id IN ({placeholders(len(chunk))})"
         )
         for task_id, version, tags in conn.execute(statement, chunk):
-            current[task_id] = (int(version), tags)
+            # a damaged row (text there) has no version any writer can expect: None
+            current[task_id] = (version if type(version) is int else None, tags)
     conflicts: list[ConcurrencyConflict] = []
     inserts: list[tuple[object, ...]] = []
     updates: list[tuple[object, ...]] = []
@@ -74,7 +82,10 @@ def apply_writes(
                 retag[item.task_id] = item.tags
         else:
             if found is None or found[0] != item.expect_version:
-                conflicts.append(_conflict(item, None if found is None else found[0]))
+                damaged = found is not None and found[0] is None
+                conflicts.append(
+                    _conflict(item, None if found is None else found[0], damaged=damaged)
+                )
                 continue
             updates.append((*item.values, item.task_id))
             if found[1] != item.tags_key:

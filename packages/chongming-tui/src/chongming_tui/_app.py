@@ -65,6 +65,8 @@ class DashboardApp(App[int]):
         idle_threshold: a heartbeat older than this (seconds) is shown as a warning.
         clock: "now" for ages and elapsed times (default: the controller's clock).
         cursor_blink: blink the cursor of text boxes (off for reproducible screenshots).
+        reconcile_command: the console command the reconcile view gives for applying what
+            it shows (the console passes it with its store options, ready to paste).
     """
 
     CSS_PATH = "dashboard.tcss"
@@ -99,6 +101,7 @@ class DashboardApp(App[int]):
         idle_threshold: float = 60.0,
         clock: Clock | None = None,
         cursor_blink: bool = True,
+        reconcile_command: str = "chongming-task reconcile",
     ) -> None:
         super().__init__()
         if refresh_interval is not None and not refresh_interval > 0:
@@ -109,6 +112,7 @@ class DashboardApp(App[int]):
             raise ValueError(f"idle_threshold must be > 0 seconds, got {idle_threshold}")
         self.controller = controller
         self.store_label = store_label
+        self.reconcile_command = reconcile_command
         self.refresh_interval = refresh_interval
         self.idle_threshold = float(idle_threshold)
         self.clock: Clock = clock if clock is not None else controller.clock

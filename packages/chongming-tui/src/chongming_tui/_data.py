@@ -14,7 +14,7 @@ from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from chongming_core import Clock, TaskSnapshot, TaskStatus, Transition
+from chongming_core import Clock, TaskSnapshot, TaskStatus, Transition, UnreadableRow, unreadable_in
 from chongming_runtime import Controller, ControllerStats
 from chongming_tui._filters import TaskFilter
 
@@ -40,6 +40,8 @@ class Refresh:
         fetched_at: the clock's monotonic time at the end of the fetch.
         took: seconds the queries took (real time).
         request: the number of the refresh request it answers (they count up).
+        unreadable: the stored rows these queries met but could not read (in the view, the
+            counts or the detail's history), each once; everything else is shown as usual.
     """
 
     generation: int
@@ -54,6 +56,7 @@ class Refresh:
     fetched_at: float = 0.0
     took: float = 0.0
     request: int = 0
+    unreadable: tuple[UnreadableRow, ...] = ()
 
 
 def fetch(
@@ -69,12 +72,17 @@ def fetch(
     """Run the queries of one refresh (blocking: call it from a worker thread)."""
     started = time.perf_counter()
     stats = controller.stats()
-    tasks = tuple(controller.list_tasks(**task_filter.query_kwargs()))
+    listed = controller.list_tasks(**task_filter.query_kwargs())
+    tasks = tuple(listed)
+    unreadable = [*unreadable_in(listed), *stats.unreadable]
     detail = None
     history: tuple[Transition, ...] = ()
     if detail_id is not None:
         detail = controller.get(detail_id)
-        history = tuple(controller.history(detail_id)) if detail is not None else ()
+        if detail is not None:
+            trajectory = controller.history(detail_id)
+            history = tuple(trajectory)
+            unreadable.extend(unreadable_in(trajectory))
     shown = {s.task_id: s for s in tasks}
     watched = {
         task_id: shown[task_id] if task_id in shown else controller.get(task_id)
@@ -93,7 +101,16 @@ def fetch(
         fetched_at=clock.monotonic(),
         took=time.perf_counter() - started,
         request=request,
+        unreadable=_once(unreadable),
     )
+
+
+def _once(rows: list[UnreadableRow]) -> tuple[UnreadableRow, ...]:
+    """`rows` with each stored row once (a task listed and counted is met twice)."""
+    seen: dict[tuple[str, str | None], UnreadableRow] = {}
+    for row in rows:
+        seen.setdefault((row.task_id, row.part), row)
+    return tuple(seen.values())
 
 
 @dataclass(slots=True)

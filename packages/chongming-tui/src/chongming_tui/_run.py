@@ -15,6 +15,7 @@ def run_dashboard(
     refresh_interval: float | None = 1.0,
     row_limit: int = 200,
     idle_threshold: float = 60.0,
+    reconcile_command: str = "chongming-task reconcile",
 ) -> int:
     """Run the dashboard in this terminal until the operator quits; returns the exit code (0).
 
@@ -25,6 +26,8 @@ def run_dashboard(
         refresh_interval: seconds between refreshes (None: only on ``g``).
         row_limit: at most this many tasks are fetched per refresh.
         idle_threshold: seconds after which a silent heartbeat is shown as a warning.
+        reconcile_command: the console command that applies what the reconcile view shows,
+            with the store options the dashboard was opened with, so it works when pasted.
     """
     app = DashboardApp(
         controller,
@@ -32,6 +35,7 @@ def run_dashboard(
         refresh_interval=refresh_interval,
         row_limit=row_limit,
         idle_threshold=idle_threshold,
+        reconcile_command=reconcile_command,
     )
     result = app.run()
     return result if isinstance(result, int) else (app.return_code or 0)

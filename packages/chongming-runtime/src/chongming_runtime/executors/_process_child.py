@@ -11,6 +11,7 @@ finally the result.
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import pickle
@@ -24,6 +25,7 @@ from typing import Any, Protocol
 
 from chongming_core import Failure, FailureKind, Progress
 from chongming_runtime._attempt import ResultKind, call_body
+from chongming_runtime._background import carry_on
 from chongming_runtime._command import CommandFailed
 from chongming_runtime._context import LOG_LINES_KEPT, RuntimeContext
 from chongming_runtime._results import result_failure, result_problem
@@ -40,6 +42,9 @@ def control_word(*, stop: bool, pause: bool, generation: int) -> int:
     """The one shared word the parent writes: flags and pause generation together, so the
     child never reads a generation that does not belong with the flags beside it."""
     return (generation << _GENERATION_SHIFT) | (STOP if stop else 0) | (PAUSE if pause else 0)
+
+
+_log = logging.getLogger("chongming_task.runtime")
 
 
 class _SharedInt(Protocol):
@@ -136,7 +141,13 @@ class _Forwarder:
 
     def _loop(self) -> None:
         while not self._done.wait(self._interval):
-            self.flush()
+            try:
+                self.flush()
+            except BaseException as exc:  # a failed send must not end the beats (D65)
+                if not isinstance(exc, OSError):
+                    carry_on("the heartbeat forwarder", exc, _log, None)
+                # a pipe that broke means the parent is gone: the parent watch ends this
+                # child; until then there is nothing to log at every beat
 
     def flush(self) -> None:
         with self._lock:

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from chongming_core import Clock, ConfigurationError, Failure, Progress, TimerHandle
 from chongming_runtime._attempt import AttemptResult
+from chongming_runtime._background import carry_on
 from chongming_runtime._control import AttemptControl
 from chongming_runtime.executors._process_child import child_main, control_word
 from chongming_runtime.executors._processes import descendants, same_process
@@ -344,13 +345,13 @@ def _supervise(
             ready = wait([conn, process.sentinel])
             if conn not in ready:
                 while result is None and conn.poll():  # it died: read what it managed to send
-                    result = _relay(attempt, conn.recv(), handle)
+                    result = _relay_one(attempt, conn.recv(), handle)
                 break
             try:
                 message = conn.recv()
             except EOFError:
                 break
-            result = _relay(attempt, message, handle)
+            result = _relay_one(attempt, message, handle)
     except Exception:
         _log.exception("lost contact with the child process of task %r", ctx.task_id)
     finally:
@@ -363,6 +364,20 @@ def _supervise(
     if process.is_alive():  # it reported a result but does not exit
         process.kill()
         process.join()
+
+
+def _relay_one(
+    attempt: Attempt, message: tuple[Any, ...], handle: _ProcessHandle
+) -> AttemptResult | None:
+    """`_relay`, where what one report raises (a listener of its progress, say) is logged
+    and the next report is read: the child's supervision goes on (D65)."""
+    try:
+        return _relay(attempt, message, handle)
+    except BaseException as exc:
+        kind = message[0] if isinstance(message, tuple) and message else message
+        what = f"relaying a {kind!r} report of task {attempt.context.task_id!r}"
+        carry_on(what, exc, _log, None)
+        return None
 
 
 def _relay(

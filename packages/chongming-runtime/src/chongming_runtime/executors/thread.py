@@ -38,6 +38,7 @@ attempt's thread, and ``await ctx.acheckpoint()`` responds to stop and pause.
 from __future__ import annotations
 
 import contextvars
+import logging
 import os
 import threading
 from collections.abc import Callable, Mapping
@@ -45,6 +46,7 @@ from typing import TYPE_CHECKING, Any
 
 from chongming_core import Clock
 from chongming_runtime._attempt import call_body
+from chongming_runtime._background import carry_on
 
 if TYPE_CHECKING:
     from chongming_runtime._attempt import Attempt
@@ -56,6 +58,7 @@ IDLE_SECONDS = 5.0
 #: At most this many threads wait for work; more returning threads exit at once.
 MAX_IDLE = 64
 _IDLE_NAME = "chongming-task-idle"
+_log = logging.getLogger("chongming_task.runtime")
 
 
 _Job = tuple[Callable[[Any], None], Any]
@@ -88,9 +91,11 @@ class _Worker:
             del job
             try:
                 contextvars.Context().run(target, arg)  # a fresh context, as on a new thread
-            except BaseException:
-                self.pass_on()  # this thread ends here: the kept attempt must not
-                raise
+            except BaseException as exc:
+                self.pass_on()  # the kept attempt must not wait behind what follows
+                # logged, and the thread goes on to its next job (D65): a job that raised
+                # (a report, a release of a pipeline node) took nothing of the thread with it
+                carry_on(f"the job of thread {self.thread.name!r}", exc, _log, None)
             finally:
                 self.body_done = self.keeping = False
             del target, arg

@@ -5,7 +5,7 @@
 - `stop_dialog`: reason, then confirmation.
 - `prompt`: a one-line filter value (tag, bucket, name prefix).
 - `reconcile`: the ``reconcile(dry_run=True)`` view.
-- `header`, `filter_bar`, `task_table`, `status_line`: the panels.
+- `header`, `banner`, `filter_bar`, `task_table`, `status_line`: the panels.
 """
 
 from __future__ import annotations

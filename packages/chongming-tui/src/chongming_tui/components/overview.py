@@ -12,6 +12,7 @@ from textual.widgets import DataTable, Footer, Input
 from chongming_core import TaskStatus
 from chongming_tui._data import Refresh
 from chongming_tui._filters import SORT_COLUMNS, StatusGroup
+from chongming_tui.components.banner import UnreadableBanner
 from chongming_tui.components.filter_bar import GROUP_KEYS, FilterBar
 from chongming_tui.components.header import DashboardHeader
 from chongming_tui.components.status_line import StatusLine
@@ -98,6 +99,7 @@ class OverviewScreen(Screen[None]):
         """Header, filters, table, status line, footer."""
         app = self.dashboard
         yield DashboardHeader(id="header")
+        yield UnreadableBanner(id="unreadable")
         yield FilterBar(cursor_blink=app.cursor_blink)
         yield TaskTable(idle_threshold=app.idle_threshold, id="tasks")
         yield StatusLine(id="status-line")
@@ -114,7 +116,8 @@ class OverviewScreen(Screen[None]):
 
     # ------------------------------------------------------------------ refresh
     def show(self, refresh: Refresh) -> None:
-        """Apply a refresh: the rows in the view's order, the filter summary."""
+        """Apply a refresh: the rows in the view's order, the filter summary, and the
+        banner naming the stored rows that could not be read."""
         assert refresh.now is not None
         tables = self.query(TaskTable)
         if not tables or not tables.first().columns:
@@ -123,6 +126,7 @@ class OverviewScreen(Screen[None]):
         rows = list(refresh.tasks)
         if task_filter.sort != "created":
             rows.sort(key=sort_key(task_filter.sort, refresh.now), reverse=task_filter.sort_reverse)
+        self.query_one(UnreadableBanner).show(refresh.unreadable)
         table = tables.first()
         table.mark_sort(task_filter.sort, task_filter.sort_reverse)
         table.apply(rows, refresh.now)

@@ -28,6 +28,8 @@ __all__ = ["ReconcileScreen"]
 
 #: Rows shown per table (the counts are always complete).
 MAX_ROWS = 200
+#: Unreadable rows named in the title.
+MAX_NAMED = 5
 
 
 class ReconcileScreen(Screen[None]):
@@ -79,8 +81,18 @@ class ReconcileScreen(Screen[None]):
         )
         title.append(
             f"{len(report.lost)} would be marked lost, {len(report.adoptable)} adoptable; "
-            "nothing was changed (run `chongming-task reconcile` to apply)",
+            f"nothing was changed (to apply: {self.dashboard.reconcile_command})",
         )
+        if report.unreadable:  # not judged: named, so no crashed task hides behind one
+            shown = ", ".join(row.task_id for row in report.unreadable[:MAX_NAMED])
+            more = len(report.unreadable) - MAX_NAMED
+            title.append_text(
+                literal(
+                    f"\n{len(report.unreadable)} stored row(s) cannot be read and would not be "
+                    f"judged: {shown}{f' and {more} more' if more > 0 else ''}",
+                    "bold red",
+                )
+            )
         self.query_one("#reconcile-title", Static).update(title)
         self.query_one("#lost-title", Static).update(
             Text(
