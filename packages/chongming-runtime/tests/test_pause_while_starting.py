@@ -15,6 +15,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from multiprocessing.process import BaseProcess
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -31,6 +32,7 @@ from chongming_core import (
     Transition,
 )
 from chongming_runtime import ProcessExecutor, TaskRun, ThreadExecutor
+from chongming_runtime.executors import process as process_executor
 from pause_helpers import TESTS, Steps, moves, still_for, wait_until
 from run_helpers import path, st
 
@@ -406,3 +408,154 @@ def test_the_start_timeout_holds_while_retry_waiting_after_an_attempt_that_never
     assert path(run) == [*TO_STARTING, (S.STARTING, S.RETRY_WAIT), (S.RETRY_WAIT, S.CANCELLED)]
     assert [a.failure.kind for a in outcome.attempts if a.failure] == [FailureKind.NONZERO_EXIT]
     assert S.RUNNING not in {t.to_status for t in run.transitions}
+
+
+# ==================================================================== an attempt ended before its carrier exists
+class _AtStarting:
+    """Runs `act(run)` when told the first ``starting``, which is told before the attempt
+    is launched: whatever `act` ends, it ends before a thread or a child exists (D92)."""
+
+    def __init__(self, act: Callable[[TaskRun], None]) -> None:
+        self._act = act
+        self._done = False
+
+    def on_transition(self, run: TaskRun, transition: Transition, snapshot: Any) -> None:
+        if transition.to_status is S.STARTING and not self._done:
+            self._done = True
+            self._act(run)
+
+    def on_side_update(self, run: TaskRun, snapshot: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def children(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the child processes started in this process while the test runs."""
+    started: list[str] = []
+    original = BaseProcess.start
+
+    def spy(process: BaseProcess) -> None:
+        started.append(process.name)
+        original(process)
+
+    monkeypatch.setattr(BaseProcess, "start", spy)
+    return started
+
+
+def _executor(kind: str) -> Any:
+    return ProcessExecutor() if kind == "process" else ThreadExecutor()
+
+
+def _never_ran(steps: Steps, children: list[str]) -> None:
+    assert still_for(steps, HELD)
+    assert steps.count() == 0
+    assert children == []  # not even a child that would have waited for its gate
+
+
+def _stopped_unbegun(outcome: Any) -> None:
+    assert outcome.status is S.STOPPED
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.CANCELLED
+    assert outcome.failure.message == (
+        "stopped: not now; its body had not begun when the graceful window of 5s passed, "
+        "and now never will"
+    )
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_window_that_passes_before_the_launch_starts_no_body(
+    kind: str, tasks: ModuleType, tmp_path: Path, children: list[str]
+) -> None:
+    clock = FakeClock()
+    steps = Steps(tmp_path / "steps")
+
+    def stop_and_let_the_window_pass(run: TaskRun) -> None:
+        assert run.stop(reason="not now") is True
+        clock.advance(5)
+
+    run = TaskRun(
+        tasks.count_steps_behind,
+        (None, str(steps)),  # no gate: a body started would count at once
+        executor=_executor(kind),
+        clock=clock,
+        graceful_stop=5,
+        listeners=[_AtStarting(stop_and_let_the_window_pass)],
+    )
+    run.start()
+    _stopped_unbegun(run.wait(30))
+    assert path(run) == [*TO_STARTING, (S.STARTING, S.STOPPING), (S.STOPPING, S.STOPPED)]
+    _never_ran(steps, children)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_start_timeout_before_the_launch_starts_no_body(
+    kind: str, tasks: ModuleType, tmp_path: Path, children: list[str]
+) -> None:
+    clock = FakeClock()
+    steps = Steps(tmp_path / "steps")
+    run = TaskRun(
+        tasks.count_steps_behind,
+        (None, str(steps)),
+        executor=_executor(kind),
+        clock=clock,
+        timeout=Timeout(start=5),
+        retry=RetryPolicy(max_attempts=2, backoff=FixedBackoff(60)),
+        listeners=[_AtStarting(lambda run: clock.advance(5))],
+    )
+    run.start()
+    _timed_out_starting(run, S.RETRY_WAIT)  # R1: the normal edge, retryable
+    _never_ran(steps, children)
+    assert run.stop(reason="enough") is True
+    assert run.wait(30).status is S.STOPPED
+    assert path(run)[-1] == (S.RETRY_WAIT, S.STOPPED)
+    _never_ran(steps, children)
+
+
+@pytest.mark.parametrize("ending", ["stop", "start timeout"])
+def test_an_attempt_ended_between_its_handle_and_its_child_start_gets_no_child(
+    ending: str,
+    tasks: ModuleType,
+    tmp_path: Path,
+    children: list[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The worst interleaving: the launch has handed over the child's handle, and the
+    window (or the start timeout) passes before it starts the child."""
+    at_start, ended = threading.Event(), threading.Event()
+    original = process_executor._ProcessHandle.start
+
+    def held(handle: Any) -> bool:
+        at_start.set()
+        assert ended.wait(30), "the test never let the start go on"
+        return original(handle)
+
+    monkeypatch.setattr(process_executor._ProcessHandle, "start", held)
+    clock = FakeClock()
+    steps = Steps(tmp_path / "steps")
+    options: dict[str, Any] = {"timeout": Timeout(start=5)} if ending == "start timeout" else {}
+    run = TaskRun(
+        tasks.count_steps_behind,
+        (None, str(steps)),
+        executor=ProcessExecutor(),
+        clock=clock,
+        graceful_stop=5,
+        **options,
+    )
+    starter = threading.Thread(target=run.start, daemon=True)  # held in the launch
+    starter.start()
+    assert at_start.wait(30), "the launch never came to start the child"
+    assert run._attempt is not None and run._attempt.handle is not None  # handed over
+    if ending == "stop":
+        assert run.stop(reason="not now") is True
+    clock.advance(5)
+    # settled at once: there is no child whose exit could be waited for
+    if ending == "stop":
+        _stopped_unbegun(run.wait(0))
+        assert path(run) == [*TO_STARTING, (S.STARTING, S.STOPPING), (S.STOPPING, S.STOPPED)]
+    else:
+        _timed_out_starting(run, S.FAILED)
+    ended.set()
+    starter.join(30)
+    assert not starter.is_alive()
+    _never_ran(steps, children)
+    assert len(run.transitions) == (4 if ending == "stop" else 3)  # nothing more came

@@ -51,7 +51,7 @@ from chongming_runtime._text import refuse_unstorable
 from chongming_runtime.executors.thread import run_elsewhere
 
 if TYPE_CHECKING:
-    pass
+    from chongming_runtime.executors._base import AttemptHandle
 
 __all__ = ["Supervision"]
 
@@ -267,12 +267,24 @@ class Supervision(Pausing):
         return attempt
 
     def _launch(self, attempt: Attempt) -> None:
+        with self._lock:
+            # ended while its `starting` was being told (a stop and its window, a start
+            # timeout): it was settled then, and no carrier is started for it (D92)
+            if attempt.closed:
+                return
         try:
             self._executor.launch(attempt)
         except BaseException as exc:  # e.g. no thread or process could be started
             self._attempt_finished(attempt, AttemptResult.raised(exc))
 
     # ================================================================ executor callbacks
+    def _attempt_attached(self, attempt: Attempt, handle: AttemptHandle) -> bool:
+        with self._lock:  # ordered against the closing of the attempt (D92)
+            if attempt is not self._attempt or attempt.closed:
+                return False
+            attempt.handle = handle
+            return True
+
     def _attempt_began(self, attempt: Attempt, pid: int | None, *, in_process: bool) -> bool:
         with self._lock:
             if attempt is not self._attempt or attempt.closed:
@@ -346,9 +358,7 @@ class Supervision(Pausing):
             self._record(machine.mark_stopped(actor=self._actor, reason=self._stop_reason))
             return False
         if result.kind is ResultKind.CRASHED and stopping:  # killed after a stop request (R9)
-            requested = (
-                f"stopped: {self._stop_reason}" if self._stop_reason else "stopped on request"
-            )
+            requested = self._stop_text()
             crash = result.failure.message if result.failure else "the carrier ended"
             if not attempt.forced:
                 how = f"its process ended before the body stopped ({crash})"
@@ -442,6 +452,10 @@ class Supervision(Pausing):
         else:
             failure = Failure.of(FailureKind.EXCEPTION, "the attempt failed without details")
         return self._fail(failure, exc)
+
+    def _stop_text(self) -> str:
+        """How an operator's stop is named in the failure it ends the task with."""
+        return f"stopped: {self._stop_reason}" if self._stop_reason else "stopped on request"
 
     def _fail(self, failure: Failure, exc: BaseException | None) -> bool:
         """Retry if the failure deserves it and budget is left, else fail. Under the lock."""
