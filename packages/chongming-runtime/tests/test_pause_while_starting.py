@@ -410,7 +410,7 @@ def test_the_start_timeout_holds_while_retry_waiting_after_an_attempt_that_never
     assert S.RUNNING not in {t.to_status for t in run.transitions}
 
 
-# ==================================================================== an attempt ended before its carrier exists
+# ==================================================================== ended before a carrier exists
 class _AtStarting:
     """Runs `act(run)` when told the first ``starting``, which is told before the attempt
     is launched: whatever `act` ends, it ends before a thread or a child exists (D92)."""
@@ -544,7 +544,9 @@ def test_an_attempt_ended_between_its_handle_and_its_child_start_gets_no_child(
     starter = threading.Thread(target=run.start, daemon=True)  # held in the launch
     starter.start()
     assert at_start.wait(30), "the launch never came to start the child"
-    assert run._attempt is not None and run._attempt.handle is not None  # handed over
+    attempt = run._attempt
+    assert attempt is not None
+    assert attempt.handle is not None  # handed over
     if ending == "stop":
         assert run.stop(reason="not now") is True
     clock.advance(5)
