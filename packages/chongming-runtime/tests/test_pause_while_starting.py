@@ -129,6 +129,12 @@ class SlowStart:
         wait_until(lambda: len(path(self.run)) >= 2, "the run to be starting")
         assert path(self.run)[:2] == TO_STARTING
 
+    def began(self) -> None:
+        """Wait for the body's first step and for its start to be recorded: a child runs
+        its body before the supervisor reads its report that it began."""
+        wait_until(lambda: self.steps.count() > 0, "the body's first step")
+        wait_until(lambda: st(self.run) is not S.STARTING, "the body's start to be recorded")
+
     def released(self) -> bool:
         return self._gate.exists() or self._launch.is_set()
 
@@ -219,7 +225,7 @@ def test_a_pause_whose_window_ends_while_starting_changes_nothing(
     assert st(run) is S.STARTING  # never pausing: there was no body to reach a checkpoint
     assert path(run) == TO_STARTING
     slow.release()
-    wait_until(lambda: slow.steps.count() > 0, "the body's first step")
+    slow.began()
     assert path(run) == [*TO_STARTING, (S.STARTING, S.RUNNING)]
     assert [t.trigger for t in run.transitions][-1] == "executor:launched"
     slow.running_only_once_begun()
@@ -266,7 +272,7 @@ def test_a_resume_while_starting_withdraws_the_pause_before_it_was_applied(
     assert st(run) is S.STARTING
     assert run.resume() is False  # nothing left to withdraw
     slow.release()
-    wait_until(lambda: slow.steps.count() > 0, "the body's first step")
+    slow.began()
     assert moves(slow.steps), "the withdrawn pause held the body"
     assert st(run) is S.RUNNING
     assert path(run) == [*TO_STARTING, (S.STARTING, S.RUNNING)]
