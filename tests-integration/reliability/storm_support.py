@@ -194,7 +194,8 @@ def wind_down(
 
 
 def trajectory_violations(run: Recorded) -> list[str]:
-    """The run's trajectory is the contiguous chain of legal moves and ends terminal."""
+    """The run's trajectory is the contiguous chain of legal moves, ends terminal and says
+    ``running`` only once a body began."""
     found = history_violations(run.snapshot, run.transitions)
     for t in run.transitions:
         revived = t.trigger == "control:retry" and t.to_status is S.QUEUED  # R6
@@ -202,6 +203,25 @@ def trajectory_violations(run: Recorded) -> list[str]:
             found.append(f"{run.task_id}: v{t.status_version} {t.from_status} -> {t.to_status}")
     if run.snapshot.status not in TERMINAL_STATUSES:
         found.append(f"{run.task_id}: still {run.snapshot.status.value} after close()")
+    return found + unbegun_violations(run)
+
+
+def unbegun_violations(run: Recorded) -> list[str]:
+    """No attempt says ``running`` or ``pausing`` before its body began (D90): ``starting``
+    is left by the launch (``executor:launched``), a stop, or the attempt's end."""
+    found: list[str] = []
+    begun = True
+    for t in run.transitions:
+        if t.to_status is S.STARTING:
+            begun = False
+        elif t.trigger == "executor:launched":
+            begun = True
+        elif t.to_status in {S.RUNNING, S.PAUSING} and not begun:
+            found.append(
+                f"{run.task_id}: v{t.status_version} {t.from_status.value} -> "
+                f"{t.to_status.value} ({t.trigger}) before its body began"
+            )
+            begun = True  # one finding per attempt
     return found
 
 

@@ -5,7 +5,8 @@ Each case (an executor that can pause, a body kind, a seed) drives one
 count a step (one byte in a counter file) every few milliseconds. The storm goes
 in rounds. In each, three driver threads make a few random calls at once:
 ``pause()`` by id (timed), ``resume()``, a resume followed at once by a pause,
-now and then ``stop()``, and batches of pause/resume (now and then stop) command
+now and then ``stop()`` (or a stop, then a new task paused while it is still
+starting), and batches of pause/resume (now and then stop) command
 rows written to the store's command channel for the controller's poller to
 apply. Then the round settles (every command applied, no pause under way,
 nothing starting or stopping; a stopped task is replaced by a new one) and every
@@ -18,7 +19,8 @@ task is checked:
 Also asserted: every ``pause()`` returned within its window (plus slack for a
 loaded machine); every ``pause()`` that returned True was followed by a
 ``paused`` transition; after ``close()`` no body advances; every trajectory is
-legal, contiguous and terminal, and the store holds exactly it; no write failed.
+legal, contiguous and terminal, says ``running`` only once its body began, and
+the store holds exactly it; no write failed.
 """
 
 from __future__ import annotations
@@ -147,9 +149,16 @@ class PauseStorm:
         return run.status
 
     def _await_first_steps(self) -> None:
+        """Until every task made a step, or is paused or ended (one paused while it was
+        still starting may have made none)."""
         deadline = time.monotonic() + WAIT
         while time.monotonic() < deadline:
-            if all(_count(self.counters[t]) > 0 for t in self.tasks):
+            if all(
+                _count(self.counters[t]) > 0
+                or self._status(t) is S.PAUSED
+                or self._status(t).is_terminal
+                for t in self.tasks
+            ):
                 return
             threading.Event().wait(0.005)
 
@@ -202,6 +211,7 @@ class PauseDriver(Driver):
         "resume-pause": 3,
         "batch": 3,
         "stop": 0.3,
+        "replace-pause": 0.5,
     }
 
     def __init__(self, storm: PauseStorm, seed: int) -> None:
@@ -228,6 +238,9 @@ class PauseDriver(Driver):
         elif action == "resume-pause":  # the pause reaches a body still at its checkpoint
             self.controller.resume(task_id)
             self.timed_pause(task_id)
+        elif action == "replace-pause":  # a pause of a task still starting (D90)
+            self.controller.stop(task_id, reason="storm")
+            self.timed_pause(self.storm.submit().task_id)
         elif action == "batch":
             size = self.rng.randint(2, 4)
             actions = self.rng.choices(["pause", "resume", "stop"], weights=[5, 5, 0.3], k=size)

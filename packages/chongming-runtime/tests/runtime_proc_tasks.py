@@ -193,3 +193,42 @@ async def acount_steps(ctx: Any, counter: str) -> None:
         await ctx.acheckpoint()
         _tick(counter)
         await asyncio.sleep(0.001)
+
+
+def _wait_for_gate(path: str) -> str:
+    """In the child, while its attempt is being loaded: wait until the file `path` exists
+    (at most a minute, so a test that never opens it leaves no child behind for long)."""
+    deadline = time.monotonic() + 60.0
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.005)
+    return path
+
+
+class StartGate:
+    """An argument that holds a child's start until the test opens it: a child loads its
+    arguments before it reports its start, and loading this one waits for the file `path`.
+
+    The parent only pickles it (to check it can cross), which waits for nothing.
+    """
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        return (_wait_for_gate, (self.path,))
+
+
+def _refuse_to_load() -> None:
+    raise RuntimeError("this argument cannot be loaded in a child process")
+
+
+class LoadsNowhere:
+    """An argument a child cannot load: its process dies before the body can begin."""
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return (_refuse_to_load, ())
+
+
+def count_steps_behind(ctx: Any, gate: Any, counter: str) -> None:
+    """`count_steps` for a body whose start a `StartGate` (or a held launch) delays."""
+    count_steps(ctx, counter)

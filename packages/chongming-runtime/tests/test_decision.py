@@ -413,6 +413,29 @@ ROWS: list[tuple[str, AttemptEnding, TaskStatus, FailureKind | None, bool | None
         f"ended by force ({_KILLED})",
     ),
     (
+        "D92-killed-after-stop-while-starting-had-no-body-to-stop",
+        ending(
+            AttemptResult.crashed(_KILLED),
+            status=_S.STOPPING,
+            stop_reason="ops",
+            forced=True,
+            began=False,
+        ),
+        _S.STOPPED,
+        _K.CANCELLED,
+        False,
+        "stopped: ops; its body had not begun when the graceful window of 5s passed, so its "
+        f"process was ended by force ({_KILLED})",
+    ),
+    (
+        "D91-start-timeout-in-retry-wait-with-no-body-begun-is-cancelled",
+        ending(None, status=_S.RETRY_WAIT, start_timeout=_START),
+        _S.CANCELLED,
+        _K.TIMEOUT_START,
+        True,
+        _START.message,
+    ),
+    (
         "R9-died-by-itself-while-stopping-is-stopped",
         ending(AttemptResult.crashed(_KILLED), status=_S.STOPPING),
         _S.STOPPED,

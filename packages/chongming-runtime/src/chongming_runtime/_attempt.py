@@ -88,6 +88,8 @@ class AttemptResult:
 
 
 class _Supervisor(Protocol):
+    def _attempt_attached(self, attempt: Attempt, handle: AttemptHandle) -> bool: ...
+
     def _attempt_began(self, attempt: Attempt, pid: int | None, *, in_process: bool) -> bool: ...
 
     def _attempt_finished(self, attempt: Attempt, result: AttemptResult) -> None: ...
@@ -161,6 +163,12 @@ class Attempt:
     def task_id(self) -> str:
         """The task's id."""
         return self.context.task_id
+
+    def attach(self, handle: AttemptHandle) -> bool:
+        """Give the supervisor the handle of a carrier about to be started; False: the
+        attempt has already ended (its window passed, its start timed out), so no carrier
+        may be started for it."""
+        return self._supervisor._attempt_attached(self, handle)
 
     def begin(self, pid: int | None, *, in_process: bool = True) -> bool:
         """The body is about to run (``in_process``) or runs in a child; False: do not run it."""

@@ -11,7 +11,8 @@ timer while it waits; a start timeout is the only timer a queued run may hold.
   A start timeout before the attempt is launched cancels the task [R1].
 * When the graceful window passes, a thread body is abandoned (``lost``) while a
   process is terminated, then killed [R9]; a thread that has not begun the body yet
-  never will, and the attempt ends as if the body had unwound at once (D55).
+  never will, nor will a child process not started yet, and the attempt ends as if
+  the body had unwound at once (D55, D92).
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ __all__ = ["Deadlines"]
 
 _S = TaskStatus
 _log = logging.getLogger("chongming_task.runtime")
+
+#: Where a start timeout finds a task whose body has not begun and no attempt is under way:
+#: it ends ``cancelled`` (R1). A task paused before start holds no timer (its remainder is
+#: kept) and a stopping one ends by its stop.
+_NOT_STARTED = frozenset({_S.PENDING, _S.BLOCKED, _S.QUEUED, _S.RETRY_WAIT})
 
 
 def start_timeout_failure(
@@ -84,9 +90,10 @@ class Deadlines(RunCore):
             message, _, failure = start_timeout_failure(
                 self._task_id, self._timeout.start, self._policy
             )
-            if status in {_S.PENDING, _S.BLOCKED, _S.QUEUED}:  # R1: cancelled
+            if status in _NOT_STARTED:  # R1; retry_wait after an attempt that never began (D91)
                 self._conclude(None, self._ending(None, None, start_timeout=failure))
-            elif status in {_S.STARTING, _S.PAUSING} and self._attempt is not None:
+            elif status is _S.STARTING and self._attempt is not None:
+                # a pause asked meanwhile waits for the body (D90): it never hides this
                 attempt = self._attempt
                 attempt.control.request_stop(message)
                 self._close_attempt(attempt)
@@ -203,11 +210,11 @@ class Deadlines(RunCore):
                 return
             self._close_attempt(attempt)
             self._leave_suspension("the graceful window passed")
-            if not attempt.started and not getattr(self._executor, "begins_out_of_process", 0):
-                # its thread has not begun the body, and now never will (a closed attempt
-                # is refused at its start): a body stopped before it began, not one
-                # abandoned that may still be running
-                retry_now = self._settle(attempt, AttemptResult.cancelled())
+            if not attempt.started:
+                # no body has begun, and now none will: a thread refuses a closed attempt
+                # at its start (D55), a child process not started yet never is (D92). A
+                # body stopped before it began, not one abandoned that may still be running
+                retry_now = self._end_unbegun(attempt)
             else:
                 retry_now = False
                 self._abandon(attempt)
@@ -216,6 +223,23 @@ class Deadlines(RunCore):
         finally:  # even when a listener interrupts the telling: the retry is due
             if retry_now:
                 self._kick()
+
+    def _end_unbegun(self, attempt: Attempt) -> bool:
+        """End an attempt whose body had not begun when its graceful window passed, as if
+        it had unwound at once; True when the next attempt is due. Call under the lock,
+        with the attempt closed."""
+        if self._machine.status is not _S.STOPPING:  # a cancel: ends as the body unwound
+            return self._settle(attempt, AttemptResult.cancelled())
+        how = f"its body had not begun when the graceful window of {self._graceful:g}s passed"
+        failure = Failure.of(
+            FailureKind.CANCELLED,
+            f"{self._stop_text()}; {how}, and now never will",
+            retryable=False,
+        )
+        self._record(
+            self._machine.mark_stopped(failure=failure, actor=self._actor, reason=self._stop_reason)
+        )
+        return False
 
     def _abandon(self, attempt: Attempt) -> None:
         """End a body that did not unwind in its graceful window: ``lost``. Call under the

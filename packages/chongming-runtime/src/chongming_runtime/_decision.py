@@ -47,7 +47,9 @@ from chongming_runtime._command import CommandFailed
 __all__ = ["AttemptEnding", "Decision", "decide"]
 
 _S = TaskStatus
-_BEFORE_LAUNCH = frozenset({_S.PENDING, _S.BLOCKED, _S.QUEUED})
+#: where a start timeout ends the task ``cancelled`` (R1): before any launch, and in
+#: ``retry_wait`` after an attempt whose body never began (D91; the run asks only then)
+_BEFORE_LAUNCH = frozenset({_S.PENDING, _S.BLOCKED, _S.QUEUED, _S.RETRY_WAIT})
 _MAY_RETRY = frozenset({_S.STARTING, _S.RUNNING})
 
 
@@ -70,6 +72,8 @@ class AttemptEnding:
         timeout_kind: the timeout that asked the body to stop, if any.
         timeout_message: what that timeout said.
         forced: the carrier was ended by force when its graceful window passed.
+        began: the attempt's body had begun (a child process ended by force while still
+            starting had no body to stop, D90/D92).
         value_refused: the ``result_invalid`` failure of a value the store cannot keep.
         start_timeout: the failure of a start timeout that expired before the body began.
     """
@@ -86,6 +90,7 @@ class AttemptEnding:
     timeout_kind: FailureKind | None = None
     timeout_message: str | None = None
     forced: bool = False
+    began: bool = True
     value_refused: Failure | None = None
     start_timeout: Failure | None = None
 
@@ -179,12 +184,18 @@ def _stopped(reason: str | None) -> Failure:
 
 def _killed_after_stop(ending: AttemptEnding, result: AttemptResult) -> Failure:
     crash = result.failure.message if result.failure else "the carrier ended"
-    how = (
-        f"the body did not stop within the graceful window of {ending.graceful:g}s, "
-        f"so it was ended by force ({crash})"
-        if ending.forced
-        else f"its process ended before the body stopped ({crash})"
-    )
+    if not ending.forced:
+        how = f"its process ended before the body stopped ({crash})"
+    elif ending.began:
+        how = (
+            f"the body did not stop within the graceful window of {ending.graceful:g}s, "
+            f"so it was ended by force ({crash})"
+        )
+    else:  # stopped while starting: there was no body to stop yet (D90, D92)
+        how = (
+            f"its body had not begun when the graceful window of {ending.graceful:g}s "
+            f"passed, so its process was ended by force ({crash})"
+        )
     requested = _stopped(ending.stop_reason).message
     return Failure.of(FailureKind.CANCELLED, f"{requested}; {how}", retryable=False)
 

@@ -3,7 +3,9 @@
 Pause is confirmed only by the body blocking at a checkpoint (``pausing ->
 paused``); a window without a checkpoint aborts it (``runtime:pause_aborted``).
 Queued/retry-waiting tasks pause at once and hold nothing; they resume to
-``queued`` [R3]. While paused, no timeout runs.
+``queued`` [R3]. While paused, no timeout runs. A pause asked while the attempt is
+``starting`` waits for the body to begin, within its window, before ``pausing`` is
+entered (D90): no body, no checkpoint to reach, and no way back to ``starting``.
 """
 
 from __future__ import annotations
@@ -32,13 +34,17 @@ class PauseTicket:
     Attributes:
         deadline: when its window ends, on the run's monotonic clock.
         window: the window's length in seconds (for the ``pause_aborted`` reason).
+        actor: who asked for it (named by ``pausing`` when it is entered).
+        applied: ``pausing`` was entered; False while it waits for the body to begin (D90).
     """
 
-    __slots__ = ("deadline", "event", "result", "timer", "window")
+    __slots__ = ("actor", "applied", "deadline", "event", "result", "timer", "window")
 
-    def __init__(self, deadline: float, window: float) -> None:
+    def __init__(self, deadline: float, window: float, actor: str) -> None:
         self.deadline = deadline
         self.window = window
+        self.actor = actor
+        self.applied = False
         self.event = threading.Event()
         self.result: bool | None = None
         self.timer: TimerHandle | None = None
@@ -75,7 +81,9 @@ class Pausing(Deadlines):
         ``running`` with a ``runtime:pause_aborted`` transition), when the executor
         cannot pause (inline), or when the task cannot be paused now. It returns within
         its window: a pause already under way with a longer window is not waited for
-        past this one (it goes on, and ends by its own window).
+        past this one (it goes on, and ends by its own window). A task still
+        ``starting`` stays so until its body begins; the pause is applied then, within
+        the same window, and is withdrawn without a transition if the window ends first.
 
         Raises:
             ConfigurationError: `timeout` is not a finite number of seconds > 0.
@@ -118,8 +126,8 @@ class Pausing(Deadlines):
                 result = True
             elif status is _S.PAUSED:
                 result = True
-            elif status is _S.PAUSING and self._pause_ticket is not None:
-                ticket = self._pause_ticket
+            elif status in {_S.PAUSING, _S.STARTING} and self._pause_ticket is not None:
+                ticket = self._pause_ticket  # under way, or waiting for the body (D90)
             elif (
                 status in {_S.STARTING, _S.RUNNING}
                 and self._executor.supports_pause
@@ -127,19 +135,38 @@ class Pausing(Deadlines):
                 and not attempt.closed
                 and not attempt.control.stop_requested
             ):
-                self._record(machine.mark_pausing(actor=who))
-                attempt.control.request_pause()
-                ticket = PauseTicket(deadline, window)
+                ticket = PauseTicket(deadline, window, who)
                 self._pause_ticket = ticket
                 chosen = ticket
                 ticket.timer = self._clock.call_at(
                     deadline, lambda: self._pause_window_passed(chosen)
                 )
-                # a body still held at its checkpoint (a resume it has not seen yet)
-                # confirms this pause at once
-                self._notify_all()
+                if status is _S.RUNNING:  # starting: applied once the body begins (D90)
+                    self._apply_pause(attempt, ticket, None)
         self._deliver()
         return ticket, result
+
+    def _apply_pause(self, attempt: Attempt, ticket: PauseTicket, reason: str | None) -> None:
+        """Enter ``pausing`` for `ticket` and ask the body to hold. Call under the lock."""
+        self._record(self._machine.mark_pausing(actor=ticket.actor, reason=reason))
+        ticket.applied = True
+        attempt.control.request_pause()
+        # a body still held at its checkpoint (a resume it has not seen yet) confirms this
+        # pause at once
+        self._notify_all()
+
+    def _apply_held_pause(self, attempt: Attempt) -> None:
+        """The body has just begun (``running`` recorded): apply a pause asked while the
+        attempt was ``starting``, if its window is still open (D90). Call under the lock."""
+        ticket = self._pause_ticket
+        if ticket is None or ticket.applied:
+            return
+        if self._monotonic() >= ticket.deadline or attempt.control.stop_requested:
+            self._settle_ticket(ticket, False)  # its window ended before the body began
+            return
+        self._apply_pause(
+            attempt, ticket, "asked while the task was starting; applied once its body began"
+        )
 
     def _await_pause(self, ticket: PauseTicket, deadline: float) -> bool:
         """Wait for `ticket` until `deadline` (this caller's window) at the latest.
@@ -202,7 +229,9 @@ class Pausing(Deadlines):
 
     def resume(self, *, actor: str | None = None) -> bool:
         """Withdraw a pause: ``running`` for an in-place pause, ``queued`` for a pause before
-        start (which then starts normally). Returns False when not paused or pausing."""
+        start (which then starts normally); a pause asked while ``starting`` is dropped
+        before it was applied (the status stays ``starting``, D90). Returns False when not
+        paused, pausing or waiting for a pause to be applied."""
         who = actor or self._actor
         requeued = False
         with self._lock:
@@ -227,6 +256,8 @@ class Pausing(Deadlines):
                 if attempt is not None:
                     self._withdraw_pause(attempt)
                 self._resolve_pause(False)
+            elif status is _S.STARTING and self._pause_ticket is not None:
+                self._resolve_pause(False)  # never applied: no transition to record (D90)
             else:
                 return False
         try:

@@ -144,6 +144,9 @@ class RunCore:
     def _leave_suspension(self, why: str) -> None:
         raise NotImplementedError
 
+    def _stop_text(self) -> str:
+        raise NotImplementedError
+
     # Shared helpers.
     def _notify_all(self) -> None:
         """Wake bodies held at a checkpoint (under the lock; no-op before the first hold)."""

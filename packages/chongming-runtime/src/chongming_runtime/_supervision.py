@@ -52,7 +52,7 @@ from chongming_runtime._text import refuse_unstorable
 from chongming_runtime.executors.thread import run_elsewhere
 
 if TYPE_CHECKING:
-    pass
+    from chongming_runtime.executors._base import AttemptHandle
 
 __all__ = ["Supervision"]
 
@@ -268,12 +268,24 @@ class Supervision(Pausing):
         return attempt
 
     def _launch(self, attempt: Attempt) -> None:
+        with self._lock:
+            # ended while its `starting` was being told (a stop and its window, a start
+            # timeout): it was settled then, and no carrier is started for it (D92)
+            if attempt.closed:
+                return
         try:
             self._executor.launch(attempt)
         except BaseException as exc:  # e.g. no thread or process could be started
             self._attempt_finished(attempt, AttemptResult.raised(exc))
 
     # ================================================================ executor callbacks
+    def _attempt_attached(self, attempt: Attempt, handle: AttemptHandle) -> bool:
+        with self._lock:  # ordered against the closing of the attempt (D92)
+            if attempt is not self._attempt or attempt.closed:
+                return False
+            attempt.handle = handle
+            return True
+
     def _attempt_began(self, attempt: Attempt, pid: int | None, *, in_process: bool) -> bool:
         with self._lock:
             if attempt is not self._attempt or attempt.closed:
@@ -292,6 +304,7 @@ class Supervision(Pausing):
                     )
                     attempt.beat_shown = now
                     self._record(running)
+                    self._apply_held_pause(attempt)  # asked while starting (D90)
                 if status is not _S.STOPPING:
                     self._arm_deadlines(attempt, now)
         self._deliver()
@@ -354,6 +367,7 @@ class Supervision(Pausing):
             timeout_kind=None if attempt is None else attempt.timeout_kind,
             timeout_message=None if attempt is None else attempt.timeout_message,
             forced=attempt is not None and attempt.forced,
+            began=attempt is not None and attempt.started,
             start_timeout=start_timeout,
         )
 
@@ -392,6 +406,10 @@ class Supervision(Pausing):
             self._record(machine.mark_failed(failure, actor=self._actor))
         return False
 
+    def _stop_text(self) -> str:
+        """How an operator's stop is named in the failure it ends the task with."""
+        return f"stopped: {self._stop_reason}" if self._stop_reason else "stopped on request"
+
     def _wait_to_retry(self, failure: Failure) -> bool:
         """``retry_wait`` with the policy's backoff; True when the retry is due at once."""
         machine = self._machine
@@ -418,17 +436,18 @@ class Supervision(Pausing):
         self._notify_all()
 
     def _leave_suspension(self, why: str) -> None:
-        """Before an attempt-ending transition: pausing/paused have no edge to most ends."""
+        """Before an attempt-ending transition: pausing/paused have no edge to most ends.
+        A pause still waiting for the body to begin ends with the attempt (D90)."""
         status = self._machine.status
         if status is _S.PAUSING:
             self._record(self._machine.abort_pause(actor=self._actor, reason=why))
-            self._resolve_pause(False)
         elif status is _S.PAUSED and self._machine.snapshot.paused_in_place:
             self._record(
                 self._machine.mark_running(
                     actor=self._actor, reason=why, trigger=_ENDED_WHILE_PAUSED
                 )
             )
+        self._resolve_pause(False)
 
     def _on_terminal(self) -> None:
         for timer in (self._backoff_timer, self._start_timer):
@@ -505,7 +524,7 @@ class Supervision(Pausing):
                     )
                 elif status is _S.PAUSING:
                     self._record(machine.abort_pause(actor=who, reason=text))
-                    self._resolve_pause(False)
+                self._resolve_pause(False)  # a pause under way, or held while starting
                 attempt.control.request_stop(text)
                 self._cancel_deadlines(attempt)
                 if attempt.graceful_timer is None:

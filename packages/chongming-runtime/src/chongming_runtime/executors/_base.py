@@ -28,8 +28,10 @@ class AttemptHandle(Protocol):
 
         Returns True when the carrier is being ended and a result will still be
         reported (a child process is terminated, then killed); False when it
-        cannot be ended (a thread) and the supervisor must abandon it. Any further
-        deadline (terminate, then kill) is a timer on `clock`.
+        cannot be ended (a thread), and the supervisor abandons it if its body
+        began. An out-of-process carrier returns False only when it was not started
+        yet, and then it never is (D92). Any further deadline (terminate, then kill)
+        is a timer on `clock`.
         """
         ...
 

@@ -81,13 +81,34 @@ _SIGSTOP: signal.Signals | None = getattr(signal, "SIGSTOP", None)
 
 
 class _ProcessHandle:
+    """The grip on one child. Its lock orders the child's start against a force stop: a
+    window that passes before the child exists means it is never started (D92)."""
+
     def __init__(self, process: BaseProcess, kill_after: float) -> None:
         self.process = process
         self._kill_after = kill_after
         self._kill_timer: TimerHandle | None = None
         self._started: list[tuple[int, int]] = []  # what the body started, as first seen
+        self._lock = threading.Lock()
+        self._launched = False  # the child was started
+        self._refused = False  # a force stop came first: the child is never started
+
+    def start(self) -> bool:
+        """Start the child unless a force stop came first; False: it never will be."""
+        with self._lock:
+            if self._refused:
+                return False
+            self.process.start()
+            self._launched = True
+            return True
 
     def force_stop(self, clock: Clock) -> bool:
+        """Terminate the child (then kill it); False, and it is never started, when it was
+        not started yet: no exit will then be reported, and no body ever ran."""
+        with self._lock:
+            if not self._launched:
+                self._refused = True
+                return False
         if self.process.is_alive():
             self._started = self._descendants()
             self._signal_started(signal.SIGTERM)
@@ -138,9 +159,6 @@ class ProcessExecutor:
     name = "process"
     inline = False
     supports_pause = True
-    #: ``attempt.begin()`` is called once the body already runs in the child (see
-    #: ``Attempt.begin``): an attempt closed before it began may still run for a moment
-    begins_out_of_process = True
 
     def __init__(self, *, kill_after: float = 1.0, forward_interval: float = 0.02) -> None:
         for label, value in (("kill_after", kill_after), ("forward_interval", forward_interval)):
@@ -248,8 +266,12 @@ class ProcessExecutor:
 
         attempt.control.bind(on_change=mirror)
         handle = _ProcessHandle(process, self._kill_after)
-        attempt.handle = handle
-        process.start()
+        # an attempt ended before its child exists (a graceful window, a start timeout)
+        # never gets one: it is refused here, or by the handle's force stop (D92)
+        if not attempt.attach(handle) or not handle.start():
+            sender.close()
+            receiver.close()
+            return handle
         sender.close()
         threading.Thread(
             target=_supervise,
