@@ -33,7 +33,8 @@ from chongming_core import (
 )
 from chongming_runtime import ProcessExecutor, TaskRun, ThreadExecutor
 from chongming_runtime.executors import process as process_executor
-from pause_helpers import TESTS, Steps, moves, still_for, wait_until
+from chongming_runtime.testing import wait_until
+from pause_helpers import TESTS, Steps, moves, still_for
 from run_helpers import path, st
 
 S = TaskStatus
