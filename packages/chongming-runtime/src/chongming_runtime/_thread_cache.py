@@ -58,7 +58,7 @@ __all__ = [
     "run_elsewhere",
 ]
 
-#: How long a thread whose attempt returned waits for the next one before it exits.
+#: How long a thread whose job returned waits for the next one before it exits.
 IDLE_SECONDS = 5.0
 #: At most this many threads wait for work; more returning threads exit at once.
 MAX_IDLE = 64
