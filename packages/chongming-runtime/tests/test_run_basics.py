@@ -597,9 +597,9 @@ def test_a_dispatch_requested_while_an_interrupted_one_unwinds_is_never_lost(
     failure asks for a retry at once while the interrupted dispatch unwinds, and even the
     hand-off of that retry finds no thread: it is taken on this thread, and the run ends."""
     from chongming_core import FixedBackoff, RetryPolicy
-    from chongming_runtime.executors import thread as thread_executor
+    from chongming_runtime import _thread_cache as thread_cache
 
-    launch = thread_executor._ThreadCache.launch
+    launch = thread_cache._ThreadCache.launch
     failures = [2]
 
     def no_thread_twice(self: Any, target: Any, arg: Any, name: str) -> Any:
@@ -608,7 +608,7 @@ def test_a_dispatch_requested_while_an_interrupted_one_unwinds_is_never_lost(
             raise RuntimeError("can't start new thread")
         return launch(self, target, arg, name)
 
-    monkeypatch.setattr(thread_executor._ThreadCache, "launch", no_thread_twice)
+    monkeypatch.setattr(thread_cache._ThreadCache, "launch", no_thread_twice)
 
     class Interrupts:
         reports_quickly = True

@@ -13,7 +13,7 @@ import pytest
 
 from chongming_core import FakeClock, FixedBackoff, RetryPolicy, TaskStatus
 from chongming_runtime import TaskContext, TaskRun
-from chongming_runtime.executors import thread as thread_executor
+from chongming_runtime import _thread_cache as thread_cache
 from chongming_runtime.testing import wait_until
 
 S = TaskStatus
@@ -29,7 +29,7 @@ def join_task_threads() -> None:
     """Wait until every attempt's thread has returned, then let parked threads exit."""
     # a thread is renamed when it parks
     wait_until(lambda: task_threads() == [], "the task threads to park", timeout=60)
-    thread_executor._CACHE.clear()
+    thread_cache._CACHE.clear()
 
 
 @pytest.mark.slow
@@ -45,7 +45,7 @@ def test_ten_thousand_running_attempts_use_one_thread_each_and_nothing_more() ->
         ctx.checkpoint()  # raises: the run was stopped meanwhile
 
     clock = FakeClock()  # the graceful windows are timers that never need to fire here
-    thread_executor._CACHE.clear()  # no parked thread from earlier tests: each attempt starts one
+    thread_cache._CACHE.clear()  # no parked thread from earlier tests: each attempt starts one
     baseline = threading.active_count()
     runs = [TaskRun(body, (i,), task_id=f"scale-{i}", clock=clock) for i in range(N)]
     try:
@@ -77,7 +77,7 @@ def test_ten_thousand_tasks_in_retry_wait_use_no_thread() -> None:
         raise RuntimeError("try again in an hour")
 
     policy = RetryPolicy(max_attempts=2, backoff=FixedBackoff(3600))
-    thread_executor._CACHE.clear()
+    thread_cache._CACHE.clear()
     baseline = threading.active_count()
     runs = [TaskRun(body, task_id=f"scale-r{i}", clock=clock, retry=policy) for i in range(N)]
     for run in runs:

@@ -18,9 +18,9 @@ import pytest
 
 from chongming_core import FakeClock, FixedBackoff, RetryPolicy, TaskStatus, Timeout
 from chongming_runtime import Controller, TaskContext, TaskRun
+from chongming_runtime import _thread_cache as thread_cache
+from chongming_runtime._thread_cache import _ThreadCache
 from chongming_runtime._writer import StoreWriter
-from chongming_runtime.executors import thread as thread_executor
-from chongming_runtime.executors.thread import _ThreadCache
 from chongming_runtime.testing import wait_until
 
 S = TaskStatus
@@ -149,13 +149,13 @@ def test_a_queued_run_holds_no_event_condition_log_buffer_or_timer(
 
 
 def test_the_module_cache_is_the_one_the_executor_uses() -> None:
-    thread_executor._CACHE.clear()
+    thread_cache._CACHE.clear()
     run = TaskRun(lambda ctx: None, task_id="cached")
     run.start()
     assert run.wait(10).status is S.SUCCEEDED
-    wait_until(lambda: thread_executor._CACHE.idle_count >= 1)
-    thread_executor._CACHE.clear()
-    assert thread_executor._CACHE.idle_count == 0
+    wait_until(lambda: thread_cache._CACHE.idle_count >= 1)
+    thread_cache._CACHE.clear()
+    assert thread_cache._CACHE.idle_count == 0
 
 
 def test_a_finishing_thread_keeps_the_one_job_it_released_for_itself() -> None:
@@ -172,8 +172,8 @@ def test_a_finishing_thread_keeps_the_one_job_it_released_for_itself() -> None:
     def leader(tag: str) -> None:
         current = threading.current_thread()
         ran.append((tag, current, current.name))
-        thread_executor.body_returned()  # the body is over: only the report is left
-        thread_executor.keeping_launch(
+        thread_cache.body_returned()  # the body is over: only the report is left
+        thread_cache.keeping_launch(
             lambda: handed.append(cache.launch(follower, "next", "chongming-task-next-1"))
         )
         handed.append(cache.launch(follower, "other", "chongming-task-other-1"))
@@ -311,11 +311,11 @@ def test_a_report_about_to_block_passes_its_kept_attempt_on() -> None:
         follower_ran.set()
 
     def leader(tag: str) -> None:
-        thread_executor.body_returned()
-        thread_executor.keeping_launch(  # kept for this thread ...
+        thread_cache.body_returned()
+        thread_cache.keeping_launch(  # kept for this thread ...
             lambda: cache.launch(follower, "next", "chongming-task-next-1")
         )
-        thread_executor.hand_over()  # ... until the report is about to block
+        thread_cache.hand_over()  # ... until the report is about to block
         assert unblock.wait(10)
 
     first = cache.launch(leader, "lead", "chongming-task-lead-1")
@@ -350,10 +350,8 @@ def test_a_durable_write_in_a_report_does_not_hold_back_the_kept_attempt(
         follower_ran.set()
 
     def leader(tag: str) -> None:
-        thread_executor.body_returned()
-        thread_executor.keeping_launch(
-            lambda: cache.launch(follower, "next", "chongming-task-next-1")
-        )
+        thread_cache.body_returned()
+        thread_cache.keeping_launch(lambda: cache.launch(follower, "next", "chongming-task-next-1"))
         writer.record(StateMachine.create("leader", "x").snapshot, durable=True)
         reported.set()
 
@@ -428,8 +426,8 @@ def test_a_job_that_raises_after_keeping_a_launch_passes_it_on(
 
     def leader(tag: str) -> None:
         raised_on.append(threading.current_thread())
-        thread_executor.body_returned()
-        thread_executor.keeping_launch(lambda: cache.launch(follower, "next", "chongming-next"))
+        thread_cache.body_returned()
+        thread_cache.keeping_launch(lambda: cache.launch(follower, "next", "chongming-next"))
         raise SystemExit("the report ends its thread")  # the kept job must not be lost
 
     cache.launch(leader, "lead", "chongming-lead")

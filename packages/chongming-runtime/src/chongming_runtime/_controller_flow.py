@@ -17,8 +17,8 @@ from chongming_runtime._call_each import call_each
 from chongming_runtime._controller_base import ControllerBase
 from chongming_runtime._scheduling_lock import Then
 from chongming_runtime._task_run import TaskRun
+from chongming_runtime._thread_cache import keeping_launch, run_elsewhere
 from chongming_runtime._writer import PersistFailure
-from chongming_runtime.executors.thread import keeping_launch, run_elsewhere
 
 __all__ = ["ControllerFlow"]
 
@@ -31,7 +31,7 @@ class ControllerFlow(ControllerBase):
     """How runs of a `Controller` are admitted, scheduled and written through (a mixin)."""
 
     #: As a run listener it never blocks a report, except in durable store writes, which
-    #: pass a kept attempt on by themselves (see `executors.thread.hand_over`).
+    #: pass a kept attempt on by themselves (see `_thread_cache.hand_over`).
     reports_quickly = True
 
     # ================================================================ scheduling

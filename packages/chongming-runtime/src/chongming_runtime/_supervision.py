@@ -49,7 +49,7 @@ from chongming_runtime._decision import AttemptEnding, decide
 from chongming_runtime._pausing import Pausing
 from chongming_runtime._results import keep_result
 from chongming_runtime._text import refuse_unstorable
-from chongming_runtime.executors.thread import run_elsewhere
+from chongming_runtime._thread_cache import run_elsewhere
 
 if TYPE_CHECKING:
     from chongming_runtime.executors._base import AttemptHandle

@@ -51,8 +51,9 @@ from chongming_runtime._listeners import RunEvent, RunListener
 from chongming_runtime._outcome import TaskOutcome
 from chongming_runtime._pausing import pause_window
 from chongming_runtime._supervision import Supervision
+from chongming_runtime._thread_cache import hand_over, run_elsewhere
 from chongming_runtime.executors._base import Executor
-from chongming_runtime.executors.thread import ThreadExecutor, hand_over, run_elsewhere
+from chongming_runtime.executors.thread import ThreadExecutor
 
 __all__ = ["TaskRun"]
 

@@ -61,7 +61,7 @@ from chongming_core import (
 )
 from chongming_runtime._background import carry_on
 from chongming_runtime._call_each import call_each
-from chongming_runtime.executors.thread import hand_over
+from chongming_runtime._thread_cache import hand_over
 
 __all__ = ["PersistFailure", "StoreWriter"]
 
