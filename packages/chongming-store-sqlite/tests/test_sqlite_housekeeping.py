@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import stat
 import sys
 from datetime import timedelta
@@ -45,6 +46,39 @@ def test_prune_deletes_the_oldest_terminal_tasks_in_batches(tmp_path: Path) -> N
         assert store.prune(2) == 0
         assert store.prune(0) == 2
         assert [s.task_id for s in store.query()] == ["live"]
+
+
+@pytest.mark.usefixtures("small_batches")
+def test_a_live_task_whose_end_column_was_forged_is_neither_pruned_nor_archived(
+    tmp_path: Path,
+) -> None:
+    """Retention went by the ``terminal_us`` column alone: a value written there by
+    another program got a running task deleted. The status decides, as on PostgreSQL."""
+    clock = FakeClock(BASE_TIME)
+    path = tmp_path / "tasks.db"
+    archive = tmp_path / "history.jsonl"
+    with SqliteTaskStore(path) as store:
+        live = build_task("live", TaskStatus.RUNNING, clock=clock)
+        store.create(*live)
+        clock.advance(1)
+        for i in range(4):
+            store.create(*build_task(f"done{i}", TaskStatus.SUCCEEDED, clock=clock))
+        forged = sqlite3.connect(path)
+        try:
+            with forged:  # as old as any end can be: first in line for both
+                forged.execute(
+                    "UPDATE tasks SET terminal_us = 1, finished_us = 1 WHERE task_id = 'live'"
+                )
+        finally:
+            forged.close()
+        history = store.history("live")
+        assert store.archive(finished_before=clock.now() + timedelta(days=1), path=archive) > 0
+        assert store.history("live") == history
+        assert store.prune(0) == 4
+        kept = store.get("live")
+        assert kept is not None
+        assert kept.status is TaskStatus.RUNNING
+        assert store.history("live") == history
 
 
 @pytest.mark.usefixtures("small_batches")

@@ -12,7 +12,7 @@ import os
 import sqlite3
 from collections.abc import Callable
 
-from chongming_core import StoreError, Transition
+from chongming_core import TERMINAL_STATUSES, StoreError, Transition
 from chongming_core.backend import write_jsonl
 from chongming_store_sqlite import _schema as sql
 from chongming_store_sqlite._codec import TRANSITION_COLUMNS, transition_from_row
@@ -28,6 +28,14 @@ PRUNE_BATCH_TASKS = 1000
 ARCHIVE_BATCH_TASKS = 1000
 
 
+#: A task is pruned or archived only when its status says it is terminal, never by its
+#: end column alone: a row whose ``terminal_us`` was written by another program must not
+#: get a live task deleted (the values are the enum's own, never a caller's text).
+_TERMINAL = "status IN ({})".format(
+    ", ".join(f"'{v}'" for v in sorted(s.value for s in TERMINAL_STATUSES))
+)
+
+
 def prune_batches(reading: _Transaction, writing: _Transaction, keep: int) -> int:
     """Delete all but the `keep` most recently finished terminal tasks; returns how many.
 
@@ -40,7 +48,7 @@ def prune_batches(reading: _Transaction, writing: _Transaction, keep: int) -> in
     """
     with reading("choosing the tasks to prune") as conn:
         cut = conn.execute(
-            "SELECT terminal_us, seq FROM tasks WHERE terminal_us IS NOT NULL "
+            f"SELECT terminal_us, seq FROM tasks WHERE terminal_us IS NOT NULL AND {_TERMINAL} "
             "ORDER BY terminal_us DESC, seq DESC LIMIT 1 OFFSET ?",
             (keep,),
         ).fetchone()
@@ -61,7 +69,8 @@ def prune_batches(reading: _Transaction, writing: _Transaction, keep: int) -> in
 #: tasks up to the cut ``(terminal_us, seq)`` (parameters: cut end, cut seq, limit).
 _PRUNE_BATCH = (
     "SELECT json_group_array(seq) FROM (SELECT seq FROM tasks "
-    "WHERE terminal_us IS NOT NULL AND (terminal_us < ?1 OR (terminal_us = ?1 AND seq <= ?2)) "
+    f"WHERE terminal_us IS NOT NULL AND {_TERMINAL} "
+    "AND (terminal_us < ?1 OR (terminal_us = ?1 AND seq <= ?2)) "
     "ORDER BY terminal_us, seq LIMIT ?3)"
 )
 _BATCH_TASK_IDS = "SELECT task_id FROM tasks WHERE seq IN (SELECT value FROM json_each(?1))"
@@ -103,7 +112,7 @@ def archive_batches(writing: _Transaction, before_us: int, path: str, where: str
         with writing("archiving task history") as conn:
             tasks = conn.execute(
                 "SELECT seq, task_id FROM tasks "
-                "WHERE terminal_us IS NOT NULL AND finished_us < ? AND seq > ? "
+                f"WHERE terminal_us IS NOT NULL AND {_TERMINAL} AND finished_us < ? AND seq > ? "
                 # at least two transitions: something besides the last one to move
                 "AND EXISTS (SELECT 1 FROM transitions t WHERE t.task_id = tasks.task_id "
                 "LIMIT 1 OFFSET 1) "
