@@ -13,9 +13,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import time
-import uuid
-from collections.abc import Iterator
-from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -108,22 +105,7 @@ def test_a_stop_after_unreadable_rows_stops_the_tasks_of_both_runners(
 
 
 # ---------------------------------------------------------------- PostgreSQL
-@pytest.fixture
-def pg_url(postgres_dsn: str) -> Iterator[str]:
-    """A fresh database on the test server, as a postgresql:// URL."""
-    name = f"chongming_cli_{uuid.uuid4().hex[:10]}"
-    with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-        admin.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
-    parts = urlsplit(postgres_dsn)
-    try:
-        yield urlunsplit(parts._replace(path=f"/{name}"))
-    finally:
-        with psycopg.connect(postgres_dsn, autocommit=True) as admin:
-            admin.execute(
-                sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(name))
-            )
-
-
+# `pg_url` (a fresh database on the test server) comes from the package conftest
 @pytest.mark.postgres
 def test_a_stop_after_an_infinite_issued_at_stops_the_task_on_postgres(
     workspace: Workspace, pg_url: str
