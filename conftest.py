@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, settings
 
 if TYPE_CHECKING:
     from chongming_runtime import Controller
-    from chongming_runtime._writer import StoreWriter
+    from chongming_runtime.persistence._writer import StoreWriter
     from chongming_runtime.testing import Closer
 
 settings.register_profile(

@@ -13,8 +13,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from chongming_runtime import InlineExecutor, ProcessExecutor, TaskContext, TaskRun, run_task
-from chongming_runtime._context import RuntimeContext
-from chongming_runtime._control import AttemptControl
+from chongming_runtime.body._context import RuntimeContext
+from chongming_runtime.body._control import AttemptControl
 
 
 class _Empty:

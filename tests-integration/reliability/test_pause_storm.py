@@ -36,8 +36,8 @@ import pytest
 
 from chongming_core import FakeClock, TaskStatus
 from chongming_runtime import Controller, ProcessExecutor, TaskRun, ThreadExecutor
-from chongming_runtime._commands import new_command
 from chongming_runtime.executors._base import Executor
+from chongming_runtime.persistence._commands import new_command
 from chongming_store_sqlite import SqliteTaskStore
 from reliability import reliability_proc_tasks
 from reliability.reliability_support import TALLY, seeds

@@ -68,7 +68,7 @@ from chongming_runtime import (
     TaskContext,
     TaskOutcome,
 )
-from chongming_runtime._pipeline import JoinDecision, join_decision
+from chongming_runtime.pipeline._definition import JoinDecision, join_decision
 from chongming_store_sqlite import SqliteTaskStore
 from reliability.reliability_support import TALLY, seeds
 from reliability.storm_support import (

@@ -12,7 +12,7 @@ import pytest
 
 import runtime_proc_tasks
 from chongming_runtime import InlineExecutor, ProcessExecutor, TaskContext, run_task
-from chongming_runtime._artifacts import folder_name
+from chongming_runtime.body._artifacts import folder_name
 
 #: Ids that share a folder or cannot have one when the id is used as a path: separators,
 #: names that are paths, ids equal but for case or Unicode normalisation, device names,

@@ -23,13 +23,13 @@ from chongming_core import (
     StoreError,
     TaskStatus,
 )
-from chongming_runtime._commands import CommandPoller, new_command
-from chongming_runtime._controller import Controller
-from chongming_runtime._pipeline import Pipeline
-from chongming_runtime._pipeline_run import PipelineCoordinator
-from chongming_runtime._task_run import TaskRun
+from chongming_runtime.controller._controller import Controller
 from chongming_runtime.executors import process as process_executor
 from chongming_runtime.executors._process_child import _Forwarder
+from chongming_runtime.persistence._commands import CommandPoller, new_command
+from chongming_runtime.pipeline._coordinator import PipelineCoordinator
+from chongming_runtime.pipeline._definition import Pipeline
+from chongming_runtime.run._task_run import TaskRun
 from chongming_runtime.testing import Closer, spin, wait_until
 
 S = TaskStatus

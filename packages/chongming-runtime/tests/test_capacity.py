@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from chongming_runtime._capacity import Capacity, ReadyQueue
+from chongming_runtime.controller._capacity import Capacity, ReadyQueue
 
 
 def _drain(queue: ReadyQueue, capacity: Capacity) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 
 from chongming_core import Command, FakeClock, InMemoryTaskStore
-from chongming_runtime._commands import NOT_HELD, CommandPoller, new_command
+from chongming_runtime.persistence._commands import NOT_HELD, CommandPoller, new_command
 
 
 def _issue(store: InMemoryTaskStore, clock: FakeClock, task_id: str, action: str = "stop",

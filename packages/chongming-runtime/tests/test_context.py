@@ -23,7 +23,7 @@ from chongming_core import (
 )
 from chongming_core import TaskContext as TaskContextProtocol
 from chongming_runtime import InlineExecutor, RuntimeContext, TaskContext, TaskRun, run_task
-from chongming_runtime._control import AttemptControl
+from chongming_runtime.body._control import AttemptControl
 
 S = TaskStatus
 

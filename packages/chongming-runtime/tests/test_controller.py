@@ -19,9 +19,9 @@ from chongming_core import (
     TaskStatus,
     task,
 )
-from chongming_runtime._controller import Controller
 from chongming_runtime._table import render_table
-from chongming_runtime._task_run import TaskRun
+from chongming_runtime.controller._controller import Controller
+from chongming_runtime.run._task_run import TaskRun
 from chongming_runtime.testing import Closer, Gate, wait_until
 
 S = TaskStatus

@@ -17,7 +17,7 @@ import pytest
 
 from chongming_core import ConcurrencyPolicy, FailureKind, FakeClock, InMemoryTaskStore, TaskStatus
 from chongming_runtime import Controller, Pipeline, TaskContext
-from chongming_runtime._attempt import run_in_current_thread
+from chongming_runtime.executors._attempt import run_in_current_thread
 from run_helpers import st
 
 S = TaskStatus

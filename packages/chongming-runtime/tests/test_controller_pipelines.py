@@ -23,10 +23,10 @@ from chongming_core import (
     TaskStatus,
     Timeout,
 )
-from chongming_runtime._commands import new_command
-from chongming_runtime._controller import Controller
-from chongming_runtime._pipeline import Pipeline
-from chongming_runtime._pipeline_run import PipelineCoordinator, PipelineRun
+from chongming_runtime.controller._controller import Controller
+from chongming_runtime.persistence._commands import new_command
+from chongming_runtime.pipeline._coordinator import PipelineCoordinator, PipelineRun
+from chongming_runtime.pipeline._definition import Pipeline
 from chongming_runtime.testing import checkpoint_until, wait_until
 
 S = TaskStatus

@@ -21,7 +21,7 @@ from chongming_core import (
     TaskStatus,
     TouchUpdate,
 )
-from chongming_runtime._controller import Controller
+from chongming_runtime.controller._controller import Controller
 from chongming_runtime.testing import Closer, wait_until
 
 S = TaskStatus
@@ -95,7 +95,7 @@ def test_a_pure_query_client_never_polls(controllers: Callable[..., Controller])
 
 
 def test_forged_commands_are_rejected_and_recorded(controllers: Callable[..., Controller]) -> None:
-    from chongming_runtime._commands import new_command
+    from chongming_runtime.persistence._commands import new_command
 
     store = InMemoryTaskStore()
     worker = controllers(store=store, owner="w")

@@ -21,7 +21,7 @@ from chongming_core import (
     TaskStatus,
     unreadable_in,
 )
-from chongming_runtime._controller import Controller
+from chongming_runtime.controller._controller import Controller
 
 S = TaskStatus
 

@@ -19,8 +19,8 @@ from chongming_core import (
     TaskStatus,
 )
 from chongming_runtime import AttemptResult, CommandFailed
-from chongming_runtime._decision import AttemptEnding, Decision, decide
-from chongming_runtime._results import result_failure
+from chongming_runtime.body._results import result_failure
+from chongming_runtime.run._decision import AttemptEnding, Decision, decide
 
 _S = TaskStatus
 _K = FailureKind

@@ -11,7 +11,7 @@ import pytest
 
 from chongming_core import InMemoryTaskStore
 from chongming_runtime import Controller, TaskContext
-from chongming_runtime._ids import random_hex12
+from chongming_runtime.support._ids import random_hex12
 
 
 def noop(ctx: TaskContext) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from chongming_core import BucketPolicy, ConfigurationError
-from chongming_runtime._ownership import BucketOwnership, describe_buckets
+from chongming_runtime.controller._ownership import BucketOwnership, describe_buckets
 
 POLICY = BucketPolicy(64)
 

@@ -17,8 +17,8 @@ import pytest
 
 from chongming_core import FakeClock, InMemoryTaskStore, TaskStatus
 from chongming_runtime import Controller, TaskRun
-from chongming_runtime._commands import new_command
 from chongming_runtime.executors._base import Executor
+from chongming_runtime.persistence._commands import new_command
 from chongming_runtime.testing import wait_until
 from pause_helpers import (
     EXECUTORS,

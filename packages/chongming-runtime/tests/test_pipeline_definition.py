@@ -11,7 +11,12 @@ from chongming_core import (
     JoinMode,
     TaskStatus,
 )
-from chongming_runtime._pipeline import JoinDecision, Pipeline, join_decision, pipeline_status
+from chongming_runtime.pipeline._definition import (
+    JoinDecision,
+    Pipeline,
+    join_decision,
+    pipeline_status,
+)
 
 S = TaskStatus
 

@@ -16,7 +16,7 @@ from chongming_core import (
     TaskStatus,
     Transition,
 )
-from chongming_runtime._reconcile import reconcile_store
+from chongming_runtime.controller._reconcile import reconcile_store
 
 S = TaskStatus
 

@@ -15,7 +15,7 @@ from chongming_core import (
     TaskStore,
 )
 from chongming_runtime import InlineExecutor, TaskRun
-from chongming_runtime._controller import Controller
+from chongming_runtime.controller._controller import Controller
 from chongming_runtime.testing import Closer
 
 S = TaskStatus

@@ -506,7 +506,7 @@ def test_admission_gates_every_attempt() -> None:
 def test_ctrl_c_in_a_listener_on_the_main_thread_finishes_the_batch_and_hands_on_the_rest() -> None:
     """A KeyboardInterrupt raised by a listener while the main thread tells events is raised
     once the batch under way is told; events queued meanwhile are told by another thread."""
-    from chongming_runtime._listeners import RunEvent
+    from chongming_runtime.run._listeners import RunEvent
 
     run = TaskRun(lambda ctx: None)
     heard: list[str] = []
@@ -597,7 +597,7 @@ def test_a_dispatch_requested_while_an_interrupted_one_unwinds_is_never_lost(
     failure asks for a retry at once while the interrupted dispatch unwinds, and even the
     hand-off of that retry finds no thread: it is taken on this thread, and the run ends."""
     from chongming_core import FixedBackoff, RetryPolicy
-    from chongming_runtime import _thread_cache as thread_cache
+    from chongming_runtime.support import _thread_cache as thread_cache
 
     launch = thread_cache._ThreadCache.launch
     failures = [2]

@@ -13,7 +13,7 @@ import pytest
 
 from chongming_core import FakeClock, FixedBackoff, RetryPolicy, TaskStatus
 from chongming_runtime import TaskContext, TaskRun
-from chongming_runtime import _thread_cache as thread_cache
+from chongming_runtime.support import _thread_cache as thread_cache
 from chongming_runtime.testing import wait_until
 
 S = TaskStatus

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from chongming_core import InMemoryTaskStore, TaskStatus
-from chongming_runtime._controller import Controller
-from chongming_runtime._scheduling_lock import SchedulingLock, Then, Work
+from chongming_runtime.controller._controller import Controller
+from chongming_runtime.controller._scheduling_lock import SchedulingLock, Then, Work
 
 WAIT = 10.0
 
@@ -347,7 +347,7 @@ def test_runs_released_under_a_query_start_here_when_no_thread_can_be_started(
     monkeypatch: pytest.MonkeyPatch,
     make_controller: Callable[..., Controller],
 ) -> None:
-    import chongming_runtime._controller_flow as flow
+    import chongming_runtime.controller._flow as flow
 
     controller = make_controller(store=InMemoryTaskStore(), max_parallel=1)
     try:

@@ -18,9 +18,9 @@ import pytest
 
 from chongming_core import FakeClock, FixedBackoff, RetryPolicy, TaskStatus, Timeout
 from chongming_runtime import Controller, TaskContext, TaskRun
-from chongming_runtime import _thread_cache as thread_cache
-from chongming_runtime._thread_cache import _ThreadCache
-from chongming_runtime._writer import StoreWriter
+from chongming_runtime.persistence._writer import StoreWriter
+from chongming_runtime.support import _thread_cache as thread_cache
+from chongming_runtime.support._thread_cache import _ThreadCache
 from chongming_runtime.testing import wait_until
 
 S = TaskStatus
@@ -253,8 +253,8 @@ def test_a_finished_run_keeps_its_trajectory_but_not_its_attempt_machinery(
 ) -> None:
     import gc
 
-    from chongming_runtime._attempt import Attempt
-    from chongming_runtime._context import RuntimeContext
+    from chongming_runtime.body._context import RuntimeContext
+    from chongming_runtime.executors._attempt import Attempt
 
     def alive() -> int:
         gc.collect()

@@ -23,7 +23,7 @@ from chongming_core import (
     TaskStatus,
     TouchUpdate,
 )
-from chongming_runtime._writer import MAX_BATCH, MAX_FAILURES, StoreWriter
+from chongming_runtime.persistence._writer import MAX_BATCH, MAX_FAILURES, StoreWriter
 
 
 class FlakyStore(InMemoryTaskStore):
@@ -730,7 +730,7 @@ def test_durable_writes_recorded_during_a_flush_share_the_next_one_even_when_it_
 def test_a_burst_the_store_does_not_keep_up_with_is_written_by_the_recording_thread(
     make_writer: Callable[..., StoreWriter],
 ) -> None:
-    from chongming_runtime._writer import BACKLOG
+    from chongming_runtime.persistence._writer import BACKLOG
 
     class Counting(InMemoryTaskStore):
         writes_in_memory = False

@@ -18,7 +18,7 @@ from chongming_core import (
     TaskSnapshot,
     TouchUpdate,
 )
-from chongming_runtime._writer import StoreWriter
+from chongming_runtime.persistence._writer import StoreWriter
 from chongming_runtime.testing import wait_until
 
 WAIT = 10.0

@@ -25,8 +25,8 @@ from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
 from chongming_core import TaskStore
-from chongming_runtime._controller import Controller
-from chongming_runtime._writer import StoreWriter
+from chongming_runtime.controller._controller import Controller
+from chongming_runtime.persistence._writer import StoreWriter
 
 __all__ = ["Closer", "Gate", "checkpoint_until", "spin", "wait_until"]
 

@@ -9,31 +9,11 @@ the supervisor uses when a graceful window runs out.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
-from chongming_core import Clock
-
-if TYPE_CHECKING:
-    from chongming_runtime._attempt import Attempt
+from chongming_runtime.executors._attempt import Attempt, AttemptHandle
 
 __all__ = ["AttemptHandle", "Executor"]
-
-
-@runtime_checkable
-class AttemptHandle(Protocol):
-    """The executor's grip on one running attempt."""
-
-    def force_stop(self, clock: Clock) -> bool:
-        """The graceful window is over: end the attempt by force if possible.
-
-        Returns True when the carrier is being ended and a result will still be
-        reported (a child process is terminated, then killed); False when it
-        cannot be ended (a thread), and the supervisor abandons it if its body
-        began. An out-of-process carrier returns False only when it was not started
-        yet, and then it never is (D92). Any further deadline (terminate, then kill)
-        is a timer on `clock`.
-        """
-        ...
 
 
 @runtime_checkable

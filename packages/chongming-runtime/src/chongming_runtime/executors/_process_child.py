@@ -24,12 +24,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from chongming_core import Failure, FailureKind, Progress
-from chongming_runtime._attempt import ResultKind, call_body
-from chongming_runtime._background import carry_on
-from chongming_runtime._command import CommandFailed
-from chongming_runtime._context import LOG_LINES_KEPT, RuntimeContext
-from chongming_runtime._results import result_failure, result_problem
+from chongming_runtime.body._command import CommandFailed
+from chongming_runtime.body._context import LOG_LINES_KEPT, RuntimeContext
+from chongming_runtime.body._results import result_failure, result_problem
+from chongming_runtime.executors._attempt import ResultKind, call_body
 from chongming_runtime.executors._processes import descendants, qualified_name
+from chongming_runtime.support._background import carry_on
 
 __all__ = ["PAUSE", "STOP", "child_main", "control_word"]
 

@@ -12,10 +12,10 @@ from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from chongming_core import Clock
-from chongming_runtime._attempt import run_in_current_thread
+from chongming_runtime.executors._attempt import run_in_current_thread
 
 if TYPE_CHECKING:
-    from chongming_runtime._attempt import Attempt
+    from chongming_runtime.executors._attempt import Attempt
 
 __all__ = ["InlineExecutor"]
 

@@ -35,14 +35,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from chongming_core import Clock, ConfigurationError, Failure, Progress, TimerHandle
-from chongming_runtime._attempt import AttemptResult
-from chongming_runtime._background import carry_on
-from chongming_runtime._control import AttemptControl
+from chongming_runtime.body._control import AttemptControl
+from chongming_runtime.executors._attempt import AttemptResult
 from chongming_runtime.executors._process_child import child_main, control_word
 from chongming_runtime.executors._processes import descendants, same_process
+from chongming_runtime.support._background import carry_on
 
 if TYPE_CHECKING:
-    from chongming_runtime._attempt import Attempt
+    from chongming_runtime.executors._attempt import Attempt
 
 __all__ = ["ProcessExecutor"]
 

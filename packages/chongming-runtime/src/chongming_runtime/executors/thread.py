@@ -6,7 +6,7 @@ stuck worker. Each attempt therefore gets a daemon thread of its own; an
 abandoned thread leaks, which is why such an attempt is recorded as ``lost``.
 The limit on parallelism belongs to the scheduling layer, not to the executor.
 
-The thread comes from the runtime's thread cache (`chongming_runtime._thread_cache`,
+The thread comes from the runtime's thread cache (`chongming_runtime.support._thread_cache`,
 whose docstring tells why it is a cache and not a pool): a thread whose attempt
 *returned* parks for a few seconds and the next attempt is handed to it, so a
 thread is never shared by two attempts at once, and an attempt never waits for a
@@ -25,11 +25,16 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from chongming_core import Clock
-from chongming_runtime._attempt import call_body
-from chongming_runtime._thread_cache import IDLE_SECONDS, MAX_IDLE, body_returned, run_elsewhere
+from chongming_runtime.executors._attempt import call_body
+from chongming_runtime.support._thread_cache import (
+    IDLE_SECONDS,
+    MAX_IDLE,
+    body_returned,
+    run_elsewhere,
+)
 
 if TYPE_CHECKING:
-    from chongming_runtime._attempt import Attempt
+    from chongming_runtime.executors._attempt import Attempt
 
 __all__ = ["IDLE_SECONDS", "MAX_IDLE", "ThreadExecutor"]
 

@@ -25,14 +25,14 @@ from chongming_core import (
     TimerHandle,
     Transition,
 )
-from chongming_runtime._attempt import Attempt, AttemptResult
-from chongming_runtime._listeners import RunEvent, RunListener
+from chongming_runtime.executors._attempt import Attempt, AttemptResult
 from chongming_runtime.executors._base import Executor
+from chongming_runtime.run._listeners import RunEvent, RunListener
 
 if TYPE_CHECKING:
-    from chongming_runtime._decision import AttemptEnding
-    from chongming_runtime._pausing import PauseTicket
-    from chongming_runtime._task_run import TaskRun
+    from chongming_runtime.run._decision import AttemptEnding
+    from chongming_runtime.run._pausing import PauseTicket
+    from chongming_runtime.run._task_run import TaskRun
 
 __all__ = ["RunCore"]
 

@@ -12,13 +12,13 @@ from chongming_core import (
     TouchUpdate,
     Transition,
 )
-from chongming_runtime._background import carry_on
-from chongming_runtime._call_each import call_each
-from chongming_runtime._controller_base import ControllerBase
-from chongming_runtime._scheduling_lock import Then
-from chongming_runtime._task_run import TaskRun
-from chongming_runtime._thread_cache import keeping_launch, run_elsewhere
-from chongming_runtime._writer import PersistFailure
+from chongming_runtime.controller._base import ControllerBase
+from chongming_runtime.controller._scheduling_lock import Then
+from chongming_runtime.persistence._writer import PersistFailure
+from chongming_runtime.run._task_run import TaskRun
+from chongming_runtime.support._background import carry_on
+from chongming_runtime.support._call_each import call_each
+from chongming_runtime.support._thread_cache import keeping_launch, run_elsewhere
 
 __all__ = ["ControllerFlow"]
 

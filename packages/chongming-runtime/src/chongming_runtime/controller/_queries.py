@@ -11,9 +11,9 @@ from chongming_core import (
     Transition,
     unreadable_in,
 )
-from chongming_runtime._controller_base import ControllerBase
-from chongming_runtime._stats import ControllerStats
-from chongming_runtime._task_run import TaskRun
+from chongming_runtime.controller._base import ControllerBase
+from chongming_runtime.controller._stats import ControllerStats
+from chongming_runtime.run._task_run import TaskRun
 
 __all__ = ["ControllerQueries"]
 

@@ -16,16 +16,37 @@ import inspect
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
-from chongming_core import Failure, FailureKind, TaskCancelled, TimerHandle
-from chongming_runtime._context import RuntimeContext
-from chongming_runtime._control import AttemptControl
+from chongming_core import Clock, Failure, FailureKind, TaskCancelled, TimerHandle
+from chongming_runtime.body._context import RuntimeContext
+from chongming_runtime.body._control import AttemptControl
 
-if TYPE_CHECKING:
-    from chongming_runtime.executors._base import AttemptHandle
+__all__ = [
+    "Attempt",
+    "AttemptHandle",
+    "AttemptResult",
+    "ResultKind",
+    "call_body",
+    "run_in_current_thread",
+]
 
-__all__ = ["Attempt", "AttemptResult", "ResultKind", "call_body", "run_in_current_thread"]
+
+@runtime_checkable
+class AttemptHandle(Protocol):
+    """The executor's grip on one running attempt."""
+
+    def force_stop(self, clock: Clock) -> bool:
+        """The graceful window is over: end the attempt by force if possible.
+
+        Returns True when the carrier is being ended and a result will still be
+        reported (a child process is terminated, then killed); False when it
+        cannot be ended (a thread), and the supervisor abandons it if its body
+        began. An out-of-process carrier returns False only when it was not started
+        yet, and then it never is (D92). Any further deadline (terminate, then kill)
+        is a timer on `clock`.
+        """
+        ...
 
 
 class ResultKind(enum.Enum):

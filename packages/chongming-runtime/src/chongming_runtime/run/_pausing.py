@@ -14,8 +14,8 @@ import math
 import threading
 
 from chongming_core import ConfigurationError, TaskStatus, TimerHandle
-from chongming_runtime._attempt import Attempt
-from chongming_runtime._deadlines import Deadlines
+from chongming_runtime.executors._attempt import Attempt
+from chongming_runtime.run._deadlines import Deadlines
 
 __all__ = ["PauseTicket", "Pausing", "pause_window"]
 

@@ -22,17 +22,17 @@ from chongming_core import (
     TaskStore,
     TimerHandle,
 )
-from chongming_runtime._capacity import Capacity, ReadyQueue
-from chongming_runtime._commands import CommandPoller
-from chongming_runtime._ownership import BucketOwnership
-from chongming_runtime._registry import TaskRegistry
-from chongming_runtime._scheduling_lock import SchedulingLock
-from chongming_runtime._task_run import TaskRun
-from chongming_runtime._writer import StoreWriter
+from chongming_runtime.controller._capacity import Capacity, ReadyQueue
+from chongming_runtime.controller._ownership import BucketOwnership
+from chongming_runtime.controller._registry import TaskRegistry
+from chongming_runtime.controller._scheduling_lock import SchedulingLock
 from chongming_runtime.executors._base import Executor
+from chongming_runtime.persistence._commands import CommandPoller
+from chongming_runtime.persistence._writer import StoreWriter
+from chongming_runtime.run._task_run import TaskRun
 
 if TYPE_CHECKING:
-    from chongming_runtime._pipeline_run import PipelineCoordinator
+    from chongming_runtime.pipeline._coordinator import PipelineCoordinator
 
 __all__ = ["ControllerBase"]
 

@@ -43,13 +43,13 @@ from chongming_core import (
     FailureKind,
     TaskStatus,
 )
-from chongming_runtime._attempt import Attempt, AttemptResult
-from chongming_runtime._call_each import call_each
-from chongming_runtime._decision import AttemptEnding, decide
-from chongming_runtime._pausing import Pausing
-from chongming_runtime._results import keep_result
-from chongming_runtime._text import refuse_unstorable
-from chongming_runtime._thread_cache import run_elsewhere
+from chongming_runtime.body._results import keep_result
+from chongming_runtime.executors._attempt import Attempt, AttemptResult
+from chongming_runtime.run._decision import AttemptEnding, decide
+from chongming_runtime.run._pausing import Pausing
+from chongming_runtime.support._call_each import call_each
+from chongming_runtime.support._text import refuse_unstorable
+from chongming_runtime.support._thread_cache import run_elsewhere
 
 if TYPE_CHECKING:
     from chongming_runtime.executors._base import AttemptHandle

@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Callable, Collection
 
 from chongming_core import Clock, Command, StoreError, TaskStore
-from chongming_runtime._background import Report, carry_on, describe
+from chongming_runtime.support._background import Report, carry_on, describe
 
 __all__ = ["NOT_HELD", "CommandPoller", "new_command"]
 

@@ -41,8 +41,8 @@ from chongming_core import (
     TaskStatus,
     TaskTimeout,
 )
-from chongming_runtime._attempt import AttemptResult, ResultKind
-from chongming_runtime._command import CommandFailed
+from chongming_runtime.body._command import CommandFailed
+from chongming_runtime.executors._attempt import AttemptResult, ResultKind
 
 __all__ = ["AttemptEnding", "Decision", "decide"]
 

@@ -43,17 +43,17 @@ from chongming_core import (
     validate_tags,
 )
 from chongming_core.backend import portable_json
-from chongming_runtime._attempt import Attempt
-from chongming_runtime._context import LOG_LINES_KEPT, RuntimeContext
-from chongming_runtime._control import AttemptControl
-from chongming_runtime._ids import random_hex12
-from chongming_runtime._listeners import RunEvent, RunListener
-from chongming_runtime._outcome import TaskOutcome
-from chongming_runtime._pausing import pause_window
-from chongming_runtime._supervision import Supervision
-from chongming_runtime._thread_cache import hand_over, run_elsewhere
+from chongming_runtime.body._context import LOG_LINES_KEPT, RuntimeContext
+from chongming_runtime.body._control import AttemptControl
+from chongming_runtime.executors._attempt import Attempt
 from chongming_runtime.executors._base import Executor
 from chongming_runtime.executors.thread import ThreadExecutor
+from chongming_runtime.run._listeners import RunEvent, RunListener
+from chongming_runtime.run._outcome import TaskOutcome
+from chongming_runtime.run._pausing import pause_window
+from chongming_runtime.run._supervision import Supervision
+from chongming_runtime.support._ids import random_hex12
+from chongming_runtime.support._thread_cache import hand_over, run_elsewhere
 
 __all__ = ["TaskRun"]
 

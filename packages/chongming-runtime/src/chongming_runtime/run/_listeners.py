@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 from chongming_core import TaskSnapshot, Transition
 
 if TYPE_CHECKING:
-    from chongming_runtime._task_run import TaskRun
+    from chongming_runtime.run._task_run import TaskRun
 
 __all__ = ["RunEvent", "RunListener"]
 

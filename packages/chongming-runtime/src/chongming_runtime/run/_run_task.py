@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from chongming_core import Clock, RetryPolicy, Timeout
-from chongming_runtime._outcome import TaskOutcome
-from chongming_runtime._task_run import TaskRun
 from chongming_runtime.executors._base import Executor
+from chongming_runtime.run._outcome import TaskOutcome
+from chongming_runtime.run._task_run import TaskRun
 
 __all__ = ["run_task"]
 

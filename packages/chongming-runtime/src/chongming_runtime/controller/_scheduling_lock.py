@@ -34,7 +34,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from chongming_runtime._task_run import TaskRun
+    from chongming_runtime.run._task_run import TaskRun
 
 __all__ = ["SchedulingLock", "Then", "Work"]
 

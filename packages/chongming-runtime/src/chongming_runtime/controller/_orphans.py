@@ -23,7 +23,7 @@ from chongming_core import (
     TaskSnapshot,
     TaskStore,
 )
-from chongming_runtime._reconcile import holds_resources
+from chongming_runtime.controller._reconcile import holds_resources
 
 __all__ = ["settle_orphaned"]
 

@@ -44,25 +44,25 @@ from chongming_core import (
     validate_tags,
 )
 from chongming_core.backend import safe_repr
-from chongming_runtime._capacity import Capacity, ReadyQueue
-from chongming_runtime._commands import CommandPoller
-from chongming_runtime._controller_controls import ControllerControls, still_unfinished
-from chongming_runtime._controller_flow import ControllerFlow
-from chongming_runtime._controller_queries import ControllerQueries
-from chongming_runtime._ids import random_hex12
-from chongming_runtime._outcome import TaskOutcome
-from chongming_runtime._ownership import BucketOwnership
-from chongming_runtime._pausing import pause_window
-from chongming_runtime._pipeline import Pipeline
-from chongming_runtime._pipeline_run import PipelineCoordinator, PipelineRun
-from chongming_runtime._reconcile import ReconcileReport, reconcile_store
-from chongming_runtime._registry import RegisteredTask, TaskRegistry
-from chongming_runtime._scheduling_lock import SchedulingLock
-from chongming_runtime._task_run import TaskRun
-from chongming_runtime._text import refuse_unstorable
-from chongming_runtime._writer import StoreWriter
+from chongming_runtime.controller._capacity import Capacity, ReadyQueue
+from chongming_runtime.controller._controls import ControllerControls, still_unfinished
+from chongming_runtime.controller._flow import ControllerFlow
+from chongming_runtime.controller._ownership import BucketOwnership
+from chongming_runtime.controller._queries import ControllerQueries
+from chongming_runtime.controller._reconcile import ReconcileReport, reconcile_store
+from chongming_runtime.controller._registry import RegisteredTask, TaskRegistry
+from chongming_runtime.controller._scheduling_lock import SchedulingLock
 from chongming_runtime.executors._base import Executor
 from chongming_runtime.executors.thread import ThreadExecutor
+from chongming_runtime.persistence._commands import CommandPoller
+from chongming_runtime.persistence._writer import StoreWriter
+from chongming_runtime.pipeline._coordinator import PipelineCoordinator, PipelineRun
+from chongming_runtime.pipeline._definition import Pipeline
+from chongming_runtime.run._outcome import TaskOutcome
+from chongming_runtime.run._pausing import pause_window
+from chongming_runtime.run._task_run import TaskRun
+from chongming_runtime.support._ids import random_hex12
+from chongming_runtime.support._text import refuse_unstorable
 
 __all__ = ["Controller"]
 

@@ -21,8 +21,8 @@ from typing import Any
 
 from chongming_core import ConfigurationError, Progress, TaskCancelled, storable_text
 from chongming_core.backend import number_problem
-from chongming_runtime._artifacts import artifact_folder
-from chongming_runtime._control import ControlView
+from chongming_runtime.body._artifacts import artifact_folder
+from chongming_runtime.body._control import ControlView
 
 __all__ = ["LOG_LINES_KEPT", "RuntimeContext", "task_logger", "task_logger_name"]
 
@@ -255,7 +255,7 @@ class RuntimeContext:
 
         The task id is the folder's name when it is a plain lower-case name; any other
         id gets a readable prefix and a hash of the id (``x_y~<16 hex>`` for ``x/y``), so
-        distinct ids never share a folder (see `chongming_runtime._artifacts`).
+        distinct ids never share a folder (see `chongming_runtime.body._artifacts`).
 
         Raises:
             ConfigurationError: no ``artifact_dir=`` was given to `TaskRun` / `run_task` /

@@ -22,8 +22,8 @@ from chongming_core import (
     TaskStatus,
     Timeout,
 )
-from chongming_runtime._text import refuse_unstorable
 from chongming_runtime.executors._base import Executor
+from chongming_runtime.support._text import refuse_unstorable
 
 __all__ = ["JoinDecision", "Pipeline", "PipelineNode", "join_decision", "pipeline_status"]
 

@@ -12,13 +12,13 @@ from chongming_core import (
     StateMachine,
     TaskStatus,
 )
-from chongming_runtime._commands import NOT_HELD, new_command
-from chongming_runtime._controller_base import ControllerBase
-from chongming_runtime._orphans import settle_orphaned
-from chongming_runtime._outcome import TaskOutcome
-from chongming_runtime._reconcile import lease_expired
-from chongming_runtime._task_run import TaskRun
-from chongming_runtime._text import refuse_unstorable
+from chongming_runtime.controller._base import ControllerBase
+from chongming_runtime.controller._orphans import settle_orphaned
+from chongming_runtime.controller._reconcile import lease_expired
+from chongming_runtime.persistence._commands import NOT_HELD, new_command
+from chongming_runtime.run._outcome import TaskOutcome
+from chongming_runtime.run._task_run import TaskRun
+from chongming_runtime.support._text import refuse_unstorable
 
 __all__ = ["ControllerControls"]
 

@@ -23,7 +23,7 @@ from chongming_core import (
     storable_text,
     validate_tags,
 )
-from chongming_runtime._text import refuse_unstorable
+from chongming_runtime.support._text import refuse_unstorable
 
 __all__ = ["RegisteredTask", "TaskRegistry"]
 

@@ -20,8 +20,8 @@ from __future__ import annotations
 import logging
 
 from chongming_core import Failure, FailureKind, RetryPolicy, TaskStatus, TaskTimeout
-from chongming_runtime._attempt import Attempt, AttemptResult
-from chongming_runtime._run_core import RunCore
+from chongming_runtime.executors._attempt import Attempt, AttemptResult
+from chongming_runtime.run._run_core import RunCore
 
 __all__ = ["Deadlines"]
 

@@ -59,9 +59,9 @@ from chongming_core import (
     TouchUpdate,
     Transition,
 )
-from chongming_runtime._background import carry_on
-from chongming_runtime._call_each import call_each
-from chongming_runtime._thread_cache import hand_over
+from chongming_runtime.support._background import carry_on
+from chongming_runtime.support._call_each import call_each
+from chongming_runtime.support._thread_cache import hand_over
 
 __all__ = ["PersistFailure", "StoreWriter"]
 

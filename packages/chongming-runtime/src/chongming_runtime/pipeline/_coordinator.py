@@ -30,10 +30,7 @@ from chongming_core import (
     TouchUpdate,
     Transition,
 )
-from chongming_runtime._background import carry_on
-from chongming_runtime._deadlines import start_timeout_failure
-from chongming_runtime._outcome import TaskOutcome
-from chongming_runtime._pipeline import (
+from chongming_runtime.pipeline._definition import (
     FAIL_FAST_TRIGGERS,
     JoinDecision,
     Pipeline,
@@ -41,12 +38,15 @@ from chongming_runtime._pipeline import (
     join_decision,
     pipeline_status,
 )
-from chongming_runtime._text import refuse_unstorable
+from chongming_runtime.run._deadlines import start_timeout_failure
+from chongming_runtime.run._outcome import TaskOutcome
+from chongming_runtime.support._background import carry_on
+from chongming_runtime.support._text import refuse_unstorable
 
 if TYPE_CHECKING:
-    from chongming_runtime._controller import Controller
-    from chongming_runtime._registry import RegisteredTask
-    from chongming_runtime._task_run import TaskRun
+    from chongming_runtime.controller._controller import Controller
+    from chongming_runtime.controller._registry import RegisteredTask
+    from chongming_runtime.run._task_run import TaskRun
 
 __all__ = ["PipelineCoordinator", "PipelineOutcome", "PipelineRun"]
 

@@ -47,7 +47,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from chongming_runtime._background import carry_on
+from chongming_runtime.support._background import carry_on
 
 __all__ = [
     "IDLE_SECONDS",

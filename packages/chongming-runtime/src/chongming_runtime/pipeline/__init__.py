@@ -1,0 +1,5 @@
+"""Pipelines (guide §8.12): the definition of a DAG of registered names and its rules, and the
+coordinator that releases nodes as their joins allow and settles the whole.
+
+Internal: import the public names from `chongming_runtime`.
+"""
