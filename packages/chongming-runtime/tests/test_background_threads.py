@@ -24,6 +24,7 @@ from chongming_core import (
     TaskStatus,
 )
 from chongming_runtime.controller._controller import Controller
+from chongming_runtime.controller._lease_keeper import LeaseKeeper
 from chongming_runtime.executors import process as process_executor
 from chongming_runtime.executors._process_child import _Forwarder
 from chongming_runtime.persistence._commands import CommandPoller, new_command
@@ -179,15 +180,15 @@ def test_no_exception_of_a_tick_ends_the_touch_timer(
     worker = controllers(store=store, owner="worker", touch_interval=0.02, lease_ttl=0.3)
     worker.register("spin", spin)
     raised = threading.Event()
-    original = Controller._touch_all
+    original = LeaseKeeper._touch_all
 
-    def once(self: Controller, runs: list[Any]) -> None:
+    def once(self: LeaseKeeper, runs: list[Any]) -> None:
         if not raised.is_set():
             raised.set()
             raise SystemExit("a bug in a tick")
         original(self, runs)
 
-    monkeypatch.setattr(Controller, "_touch_all", once)
+    monkeypatch.setattr(LeaseKeeper, "_touch_all", once)
     run = worker.submit("spin", task_id="job-1")
     wait_until(raised.is_set, "the failing tick")
     wait_until(lambda: run.status is S.RUNNING, "the task to run")
@@ -216,15 +217,15 @@ def test_a_failing_tick_on_a_fake_clock_is_recorded_and_the_next_one_runs(
     controller = make_controller(store=InMemoryTaskStore(), clock=clock, touch_interval=1.0)
     controller.register("spin", spin)
     ticks: list[str] = []
-    original = Controller._touch_all
+    original = LeaseKeeper._touch_all
 
-    def flaky(self: Controller, runs: list[Any]) -> None:
+    def flaky(self: LeaseKeeper, runs: list[Any]) -> None:
         ticks.append("tick")
         if len(ticks) == 1:
             raise RuntimeError("touch bug")
         original(self, runs)
 
-    monkeypatch.setattr(Controller, "_touch_all", flaky)
+    monkeypatch.setattr(LeaseKeeper, "_touch_all", flaky)
     run = controller.submit("spin", task_id="job-1")
     clock.advance(1.0)
     clock.advance(1.0)

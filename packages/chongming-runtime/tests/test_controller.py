@@ -836,7 +836,7 @@ def test_an_interrupted_dispatch_still_starts_the_other_runs_it_had_taken(
         controller.register("noop", lambda ctx: "ok")
         taken: list[TaskRun] = []
         with monkeypatch.context() as patch:
-            patch.setattr(controller, "_dispatch_all", taken.extend)
+            patch.setattr(controller._scheduler, "dispatch", taken.extend)
             first = controller.submit("noop")
             second = controller.submit("noop")
         assert taken == [first, second]  # admitted with their slots, not started yet
@@ -849,7 +849,7 @@ def test_an_interrupted_dispatch_still_starts_the_other_runs_it_had_taken(
 
         monkeypatch.setattr(TaskRun, "_kick", interrupted_after)
         with pytest.raises(KeyboardInterrupt):
-            controller._dispatch_all(taken)
+            controller._scheduler.dispatch(taken)
         assert first.wait(WAIT).status is S.SUCCEEDED
         assert second.wait(WAIT).status is S.SUCCEEDED
         assert controller.active_count == 0

@@ -469,7 +469,7 @@ def test_a_blocked_node_is_not_paused_now_or_later(controller: Controller) -> No
     command = new_command(
         task_id=blocked, action="pause", issued_by="console", clock=controller.clock
     )
-    verdict = controller._handle_command(command)
+    verdict = controller._controls.handle_command(command)
     assert verdict is not None
     assert verdict.startswith("ignored: the task is a pipeline node waiting")
     release.set()

@@ -426,10 +426,10 @@ def test_the_touch_timer_goes_on_after_a_tick_that_raised(
 ) -> None:
     store, clock, node = _worker_running(controllers, "first", lease_ttl=3)
     original = node._pipelines.renew
-    calls: list[bool] = []
+    calls: list[datetime] = []
 
-    def broken(renew: bool) -> None:
-        calls.append(renew)
+    def broken(until: datetime) -> None:
+        calls.append(until)
         raise RuntimeError("a transient failure inside one tick")
 
     node._pipelines.renew = broken  # type: ignore[method-assign]

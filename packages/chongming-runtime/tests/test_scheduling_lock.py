@@ -347,7 +347,7 @@ def test_runs_released_under_a_query_start_here_when_no_thread_can_be_started(
     monkeypatch: pytest.MonkeyPatch,
     make_controller: Callable[..., Controller],
 ) -> None:
-    import chongming_runtime.controller._flow as flow
+    import chongming_runtime.controller._scheduler as flow
 
     controller = make_controller(store=InMemoryTaskStore(), max_parallel=1)
     try:

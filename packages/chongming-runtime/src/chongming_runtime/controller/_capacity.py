@@ -76,6 +76,18 @@ class Capacity:
                 return False
         return True
 
+    def room(self, tags: Iterable[str] = (), bucket: int | None = None) -> int:
+        """How many more tasks with `tags` in `bucket` could be dispatched now: the free
+        slots, fewer when the bucket's limit or a limited resource leaves less."""
+        free = self.max_parallel - len(self._holds)
+        if self.max_per_bucket is not None and bucket is not None:
+            free = min(free, self.max_per_bucket - self._per_bucket.get(bucket, 0))
+        for tag in tags:
+            limit = self.limits.get(tag)
+            if limit is not None:
+                free = min(free, limit - self._per_tag.get(tag, 0))
+        return max(0, free)
+
     def acquire(self, task_id: str, tags: Iterable[str], bucket: int | None) -> None:
         """Take a slot (and the bucket slot and resource units) for `task_id`."""
         if task_id in self._holds:

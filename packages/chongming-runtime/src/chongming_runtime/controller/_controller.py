@@ -1,18 +1,23 @@
 """`Controller`: one entry point for many tasks (guide §8).
 
-Who owns what:
+The controller composes named collaborators, each with one job:
 
-* The controller holds the whitelist of task definitions, the runs of this
-  process (`TaskRun` handles), the execution capacity and the ready queue.
-* Each `TaskRun` is the only writer of its task's status (through its
-  `StateMachine`); the controller observes every transition as a listener and
-  gates every attempt through the run's admission callback.
-* The `StoreWriter` is the only code that writes to the store: transitions are
-  written through (batched; terminal ones durably before ``wait()`` returns),
-  side-path fields and leases through ``touch`` on a timer.
-* Reads (`get`, `list_tasks`, `stats`, `bucket_counts`) go to the store, so they
-  see other processes' tasks. Controls for tasks held elsewhere become command
-  rows, claimed by their holder's `CommandPoller`.
+* `TaskRegistry`: the whitelist of task definitions (R10).
+* `HeldRuns`: the runs of this process (`TaskRun` handles), one per task id.
+* `Scheduler`: the ready queue, the capacity and the controller's lock; every run's
+  admission callback, and the accounting of what each transition frees.
+* `LeaseKeeper` (with its `Lease`): the touch timer — progress, heartbeats, lease
+  renewals.
+* `StoreWriter`: the only code that writes to the store: transitions are written
+  through (batched; terminal ones durably before ``wait()`` returns), side-path
+  fields and leases through ``touch`` on the timer.
+* `CommandPoller`: claims the command rows for tasks held here.
+* `PipelineCoordinator`: pipelines, through the narrow `PipelineHost` it is handed.
+* `Controls` and `Queries`: what the public controls and queries do.
+
+Each `TaskRun` is the only writer of its task's status (through its `StateMachine`);
+the controller observes every transition as a listener (`on_transition`), writes it
+through and has the scheduler account for it.
 """
 
 from __future__ import annotations
@@ -22,7 +27,6 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
-from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -36,26 +40,37 @@ from chongming_core import (
     InMemoryTaskStore,
     RetryPolicy,
     StateMachine,
+    TaskQuery,
     TaskSnapshot,
     TaskStatus,
     TaskStore,
     Timeout,
-    TimerHandle,
-    validate_tags,
+    Transition,
 )
-from chongming_core.backend import safe_repr
-from chongming_runtime.controller._capacity import Capacity, ReadyQueue
-from chongming_runtime.controller._controls import ControllerControls, still_unfinished
-from chongming_runtime.controller._flow import ControllerFlow
+from chongming_runtime.controller._controls import Controls, still_unfinished
+from chongming_runtime.controller._held_runs import HeldRuns
+from chongming_runtime.controller._lease_keeper import Lease, LeaseKeeper
 from chongming_runtime.controller._ownership import BucketOwnership
-from chongming_runtime.controller._queries import ControllerQueries
+from chongming_runtime.controller._pipeline_host import ControllerHost
+from chongming_runtime.controller._queries import Queries, statuses
 from chongming_runtime.controller._reconcile import ReconcileReport, reconcile_store
 from chongming_runtime.controller._registry import RegisteredTask, TaskRegistry
-from chongming_runtime.controller._scheduling_lock import SchedulingLock
+from chongming_runtime.controller._scheduler import Scheduler
+from chongming_runtime.controller._settings import (
+    check_bucket_limit,
+    check_executor,
+    check_owner,
+    check_store,
+    concurrency_of,
+    policy_of,
+    touch_interval_of,
+)
+from chongming_runtime.controller._stats import ControllerStats
+from chongming_runtime.controller._task_options import TaskOptions
 from chongming_runtime.executors._base import Executor
 from chongming_runtime.executors.thread import ThreadExecutor
 from chongming_runtime.persistence._commands import CommandPoller
-from chongming_runtime.persistence._writer import StoreWriter
+from chongming_runtime.persistence._writer import PersistFailure, StoreWriter
 from chongming_runtime.pipeline._coordinator import PipelineCoordinator, PipelineRun
 from chongming_runtime.pipeline._definition import Pipeline
 from chongming_runtime.run._outcome import TaskOutcome
@@ -64,23 +79,13 @@ from chongming_runtime.run._task_run import TaskRun
 from chongming_runtime.support._ids import random_hex12
 from chongming_runtime.support._text import refuse_unstorable
 
-__all__ = ["Controller"]
+__all__ = ["Controller", "default_owner"]
 
 _S = TaskStatus
+_STARTING = TaskStatus.STARTING
+_RUNNING = TaskStatus.RUNNING
+_QUEUED = TaskStatus.QUEUED
 _log = logging.getLogger("chongming_task.controller")
-_ONE_ATTEMPT = RetryPolicy(max_attempts=1)
-
-
-#: A lease spans at least this many touch intervals: it is renewed on the touch timer.
-_RENEWALS_PER_LEASE = 3
-#: The touch interval when `lease_ttl` leaves room for it (R18).
-_DEFAULT_TOUCH_INTERVAL = 1.0
-
-
-def default_touch_interval(lease_ttl: float) -> float:
-    """The touch interval a `lease_ttl` gets when none is given: 1 s (R18), or a third of
-    the lease when that is shorter, so the lease is always renewed in time (D85)."""
-    return min(_DEFAULT_TOUCH_INTERVAL, lease_ttl / _RENEWALS_PER_LEASE)
 
 
 def default_owner() -> str:
@@ -88,7 +93,7 @@ def default_owner() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-class Controller(ControllerControls, ControllerQueries, ControllerFlow):
+class Controller:
     """Manage many tasks: register names, submit, query, control, recover.
 
     Example::
@@ -140,70 +145,14 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         poll_interval: float = 0.1,
         artifact_dir: str | Path | None = None,
     ) -> None:
-        if store is not None and not isinstance(store, TaskStore):
-            raise ConfigurationError(
-                f"store must be a TaskStore (InMemoryTaskStore, SqliteTaskStore, "
-                f"PostgresTaskStore, ...), got {store!r}"
-            )
-        if concurrency is None:
-            concurrency = ConcurrencyPolicy(
-                max_parallel=4 if max_parallel is None else max_parallel
-            )
-        elif not isinstance(concurrency, ConcurrencyPolicy):
-            raise ConfigurationError(
-                f"concurrency must be a ConcurrencyPolicy, got {concurrency!r}"
-            )
-        elif max_parallel is not None and max_parallel != concurrency.max_parallel:
-            raise ConfigurationError(
-                f"max_parallel={max_parallel} contradicts concurrency.max_parallel="
-                f"{concurrency.max_parallel}; pass one of them"
-            )
-        if max_parallel_per_bucket is not None and (
-            isinstance(max_parallel_per_bucket, bool)
-            or not isinstance(max_parallel_per_bucket, int)
-            or max_parallel_per_bucket < 1
-        ):
-            raise ConfigurationError(
-                f"max_parallel_per_bucket must be an integer >= 1, got {max_parallel_per_bucket!r}"
-            )
-        if bucket_policy is None:
-            bucket_policy = BucketPolicy() if num_buckets is None else BucketPolicy(num_buckets)
-        elif num_buckets is not None and num_buckets != bucket_policy.num_buckets:
-            raise ConfigurationError(
-                f"num_buckets={num_buckets} contradicts bucket_policy.num_buckets="
-                f"{bucket_policy.num_buckets}; pass one of them"
-            )
-        for name, value in (
-            ("lease_ttl", lease_ttl),
-            ("touch_interval", touch_interval),
-            ("poll_interval", poll_interval),
-        ):
-            if value is None and name == "touch_interval":
-                continue
-            if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-                raise ConfigurationError(f"{name} must be > 0 seconds, got {value!r}")
-        if touch_interval is None:
-            touch_interval = default_touch_interval(lease_ttl)
-        elif touch_interval * _RENEWALS_PER_LEASE > lease_ttl:
-            raise ConfigurationError(
-                f"lease_ttl ({lease_ttl:g} s) must be at least 3 x touch_interval "
-                f"({touch_interval:g} s): leases are renewed on the touch timer, so a shorter "
-                "lease could expire while its holder is alive, and reconcile() would call its "
-                f"tasks lost; raise lease_ttl, lower touch_interval to at most "
-                f"{lease_ttl / _RENEWALS_PER_LEASE:g} s, or leave touch_interval out (its "
-                "default follows lease_ttl)"
-            )
-        if executor is not None and getattr(executor, "inline", False):
-            raise ConfigurationError(
-                "a Controller cannot use InlineExecutor: it runs the task in the caller's "
-                "thread, so submit() would block until the task ends and no scheduling is "
-                "possible; use ThreadExecutor() or ProcessExecutor()"
-            )
+        check_store(store)
+        concurrency = concurrency_of(concurrency, max_parallel)
+        check_bucket_limit(max_parallel_per_bucket)
+        bucket_policy = policy_of(bucket_policy, num_buckets)
+        touch_interval = touch_interval_of(lease_ttl, touch_interval, poll_interval)
+        check_executor(executor)
         self.store: TaskStore = store if store is not None else InMemoryTaskStore()
-        self.owner = owner if owner is not None else default_owner()
-        if not isinstance(self.owner, str) or not self.owner.strip():
-            raise ConfigurationError(f"owner must be a non-empty string, got {owner!r}")
-        refuse_unstorable("owner", self.owner)  # written in every lease, transition, command
+        self.owner = check_owner(owner if owner is not None else default_owner(), owner)
         self.concurrency = concurrency
         self.bucket_policy = bucket_policy
         self._ownership = BucketOwnership(bucket_policy, owned_buckets)
@@ -211,35 +160,73 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         self.lease_ttl = float(lease_ttl)
         self.graceful_stop = graceful_stop
         self.pause_timeout = pause_window(pause_timeout, "pause_timeout")
-        self.touch_interval = float(touch_interval)
-        self._executor: Executor = executor if executor is not None else ThreadExecutor()
+        self.touch_interval = touch_interval
         self.clock: Clock = clock if clock is not None else SYSTEM_CLOCK
         self._artifact_dir = artifact_dir
+        self._options = TaskOptions(
+            priority=concurrency.priority,
+            ownership=self._ownership,
+            executor=executor if executor is not None else ThreadExecutor(),
+        )
 
-        self._lock = SchedulingLock(self._start_here, self._start_elsewhere)
         self._registry = TaskRegistry()
-        self._runs: dict[str, TaskRun] = {}
-        self._capacity = Capacity(
+        runs: dict[str, TaskRun] = {}
+        self._scheduler = Scheduler(
             concurrency.max_parallel,
             limits=concurrency.limits,
             max_per_bucket=max_parallel_per_bucket,
+            find=runs.get,
+            actor=self.owner,
         )
-        self._ready = ReadyQueue()
+        self._lock = self._scheduler.lock
+        self._held = HeldRuns(self._lock, runs)
         self._closing = False
-        self._close_reason = "controller closed"
         self._closed = False
-        self._lease_until = self.clock.now() + timedelta(seconds=self.lease_ttl)
-        self._next_renewal = self.clock.monotonic() + self.lease_ttl / 3
-        self._ticking = False
-        self._writer = StoreWriter(self.store, clock=self.clock, decorate=self._stamp_lease)
-        self._admission = self._admit  # one bound method shared by every run
+        self._lease = Lease(self.owner, self.clock, self.lease_ttl)
+        self._writer = StoreWriter(self.store, clock=self.clock, decorate=self._lease.stamp)
+        self._leases = LeaseKeeper(
+            self._lease,
+            clock=self.clock,
+            interval=self.touch_interval,
+            writer=self._writer,
+            runs=self._held.unfinished,
+        )
+        self._admission = self._scheduler.admit  # one bound method shared by every run
         self._listening: tuple[Controller] = (self,)
-        self._tick_timer: TimerHandle | None = None
-        self._pipelines = PipelineCoordinator(self)
+        self._pipelines = PipelineCoordinator(
+            ControllerHost(
+                owner=self.owner,
+                clock=self.clock,
+                registry=self._registry,
+                options=self._options,
+                make_run=self._make_run,
+                writer=self._writer,
+                refuse_if_closing=self._refuse_if_closing,
+            )
+        )
+        self._leases.add_holder(self._pipelines)
+        self._controls = Controls(
+            held=self._held,
+            pipelines=self._pipelines,
+            store=self.store,
+            writer=self._writer,
+            owner=self.owner,
+            clock=self.clock,
+            lease_ttl=self.lease_ttl,
+            make_run=self._make_run,
+            get=self.get,
+        )
+        self._queries = Queries(
+            held=self._held,
+            pipelines=self._pipelines,
+            store=self.store,
+            writer=self._writer,
+            stamp=self._lease.stamp,
+        )
         self._poller = CommandPoller(
             self.store,
             owner=self.owner,
-            handler=self._handle_command,
+            handler=self._controls.handle_command,
             clock=self.clock,
             buckets=self._ownership.query_buckets(),
             interval=poll_interval,
@@ -254,7 +241,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
     def __repr__(self) -> str:
         return (
             f"Controller(owner={self.owner!r}, store={self.store!r}, "
-            f"max_parallel={self.concurrency.max_parallel}, runs={len(self._runs)})"
+            f"max_parallel={self.concurrency.max_parallel}, runs={len(self._held)})"
         )
 
     # ================================================================ registration
@@ -334,13 +321,14 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
                 own, bad tags or options.
         """
         registered = self._registry.get(name)
-        options = self._options(
+        self._refuse_if_closing()
+        options = self._options.resolve(
             registered, label=label, tags=tags, priority=priority, bucket_key=bucket_key,
             retry=retry, timeout=timeout, executor=executor,
         )  # fmt: skip
         task_id = self._new_task_id(name, task_id)
-        if not self._ticking:
-            self._ensure_tick()  # renews the lease first: before the first tick it is stale
+        if not self._leases.ticking:
+            self._leases.start()  # renews the lease first: before the first tick it is stale
         now = self.clock.now()
         # every field was validated above (StateMachine.create would validate them again and
         # copy the tag set, which a registered task shares between all its submissions)
@@ -358,9 +346,9 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
                 created_at=now,
                 updated_at=now,
                 # the lease it is written with: carried by every transition, so the writer
-                # stamps nothing (see `_stamp_lease`)
+                # stamps nothing (see `Lease.stamp`)
                 lease_owner=self.owner,
-                lease_until=self._lease_until,
+                lease_until=self._lease.until,
             ),
             clock=self.clock,
         )
@@ -371,62 +359,13 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         run._start_unless_ended()  # a stop_all() may have reached it first
         return run
 
-    def _options(
-        self,
-        registered: RegisteredTask,
-        *,
-        label: str | None,
-        tags: Iterable[str] | None,
-        priority: int | None,
-        bucket_key: str | None,
-        retry: RetryPolicy | None,
-        timeout: Timeout | None,
-        executor: Executor | None,
-    ) -> dict[str, Any]:
-        self._refuse_if_closing()
-        if label is not None and not isinstance(label, str):
-            raise ConfigurationError(f"label must be a string, got {label!r}")
-        refuse_unstorable("label", label)
-        refuse_unstorable("bucket_key", bucket_key)
-        for tag in tags if tags is not None and not isinstance(tags, str) else ():
-            refuse_unstorable("tag", tag)
-        if priority is not None and (isinstance(priority, bool) or not isinstance(priority, int)):
-            raise ConfigurationError(f"priority must be an integer, got {priority!r}")
-        if priority is not None and not -(2**63) <= priority < 2**63:
-            raise ConfigurationError(
-                f"priority {safe_repr(priority)} is out of range: stores keep it as a 64-bit "
-                f"integer ({-(2**63)} to {2**63 - 1})"
-            )
-        if bucket_key is not None and not isinstance(bucket_key, str):
-            raise ConfigurationError(
-                f"bucket_key must be a string, got {bucket_key!r} ({type(bucket_key).__name__})"
-            )
-        if retry is not None and not isinstance(retry, RetryPolicy):
-            raise ConfigurationError(f"retry must be a RetryPolicy, got {retry!r}")
-        if timeout is not None and not isinstance(timeout, Timeout):
-            raise ConfigurationError(f"timeout must be a Timeout, got {timeout!r}")
-        if executor is not None and getattr(executor, "inline", False):
-            raise ConfigurationError(
-                "a Controller cannot use InlineExecutor (it would block submit()); "
-                "use ThreadExecutor() or ProcessExecutor()"
-            )
-        return {
-            "tags": validate_tags(tags) if tags is not None else registered.tags,
-            "priority": self.concurrency.priority if priority is None else priority,
-            "bucket": self._ownership.bucket_for_submit(bucket_key),
-            "retry": retry or registered.retry or _ONE_ATTEMPT,
-            "timeout": timeout or registered.timeout,
-            "executor": executor or self._executor,
-        }
-
     def _new_task_id(self, name: str, task_id: str | None) -> str:
         if task_id is None:
             return f"{name}-{random_hex12()}"  # 48 random bits
         if not isinstance(task_id, str) or not task_id.strip():
             raise ConfigurationError(f"task_id must be a non-empty string, got {task_id!r}")
         refuse_unstorable("task_id", task_id)
-        with self._lock:
-            held = task_id in self._runs
+        held = task_id in self._held
         # a pipeline's own lock is never taken under the controller's (its node releases
         # take them the other way round)
         if held or self._pipelines.holds(task_id) or self.store.get(task_id) is not None:
@@ -466,23 +405,136 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
             admission=self._admission,
             stored_outcome=self.store.stored_outcome,  # the store decides a result (D68)
         )
-        task_id = machine.task_id
-        with self._lock:
-            if not pipeline_node:
-                # a submit or retry that passed the first check while close() took its
-                # list of runs would make one that close() never waits for
-                self._refuse_if_closing()
-            # one run per id: a second submit under the same explicit id, or a second retry
-            # of the same finished run, loses the race here instead of orphaning a run
-            if self._runs.get(task_id) is not replacing:
-                raise ConfigurationError(
-                    f"task id {task_id!r} is already taken by a run held here; ids are never "
-                    "reused — submit under a new id"
-                    if replacing is None
-                    else f"task {task_id!r} was retried already; wait for that run instead"
-                )
-            self._runs[task_id] = run
+        # a submit or retry that passed the first check while close() took its list of
+        # runs would make one that close() never waits for
+        check = None if pipeline_node else self._refuse_if_closing
+        self._held.add(run, replacing=replacing, check=check)
         return run
+
+    def _refuse_if_closing(self) -> None:
+        """Raise the error of a submit after `close()` began (checked again under the lock
+        that orders a submission against close(): D45)."""
+        if self._closing:
+            raise ConfigurationError("this controller is closed; create a new one to submit")
+
+    # ================================================================ controls
+    def stop(self, task_id: str, *, reason: str | None = None) -> bool:
+        """Request a stop; never blocks.
+
+        Returns True when a stop was requested (applied here, or sent as a command to the
+        holder), False when there is no such task or it has already finished.
+        """
+        return self._controls.stop(task_id, reason)
+
+    def pause(self, task_id: str, *, timeout: float | None = None) -> bool:
+        """Request a pause. True only once the task is confirmed ``paused``.
+
+        Across processes there is no receipt: the command is sent and False
+        ("not confirmed") is returned — poll `get()` to observe the result.
+        """
+        return self._controls.pause(task_id, timeout)
+
+    def resume(self, task_id: str) -> bool:
+        """Withdraw a pause. True when applied here or accepted for the holder (R14)."""
+        return self._controls.resume(task_id)
+
+    def stop_all(self, *, reason: str | None = None) -> int:
+        """Request a stop of every unfinished task held here; returns how many requests were sent
+        (not how many have stopped: follow with `wait_all`)."""
+        return self._controls.stop_all(reason)
+
+    def retry(self, task_id: str, *, reason: str | None = None) -> TaskRun:
+        """Run a failed/stopped/cancelled/lost task of this process again under the same id (R6).
+
+        Raises:
+            ConfigurationError: the task is not held here (its function and arguments are
+                only known where it was submitted), it is not finished, or it is a pipeline
+                node (submit the pipeline again).
+        """
+        return self._controls.retry(task_id, reason)
+
+    def wait(self, task_id: str, timeout: float | None = None) -> TaskOutcome:
+        """Block until the task is terminal; raises `TimeoutError` (changing nothing) after
+        `timeout`. Works for tasks of other processes too (by polling the store)."""
+        return self._controls.wait(task_id, timeout)
+
+    def wait_all(self, timeout: float | None = None) -> list[TaskOutcome]:
+        """Wait for every task held here; raises `TimeoutError` when some are still unfinished."""
+        return self._controls.wait_all(timeout)
+
+    # ================================================================ queries
+    def runs(self) -> list[TaskRun]:
+        """Every run handle held by this process (continue to control them by id)."""
+        return self._held.all()
+
+    def run(self, task_id: str) -> TaskRun | None:
+        """The run handle of `task_id` if this process holds it."""
+        return self._held.get(task_id)
+
+    def get(self, task_id: str) -> TaskSnapshot | None:
+        """The task's snapshot (live for tasks held here, else from the store); None if unknown."""
+        return self._queries.get(task_id)
+
+    def history(self, task_id: str) -> list[Transition]:
+        """The task's whole trajectory.
+
+        From the store, a `Listing`: a stored transition that cannot be decoded is left
+        out and named in its ``unreadable``.
+        """
+        return self._queries.history(task_id)
+
+    def list_tasks(
+        self,
+        status: TaskStatus | str | Iterable[TaskStatus | str] | None = None,
+        *,
+        name_prefix: str | None = None,
+        tag: str | None = None,
+        bucket: int | None = None,
+        buckets: Iterable[int] | None = None,
+        search: str | None = None,
+        limit: int | None = None,
+        newest_first: bool = False,
+    ) -> list[TaskSnapshot]:
+        """Tasks matching the filters, from the store (so other processes' tasks too).
+
+        Returns a `Listing` (a list): a stored task that cannot be decoded is left out
+        and named in its ``unreadable``, so one damaged row never hides the others.
+        """
+        query = TaskQuery(
+            statuses=statuses(status),
+            name_prefix=name_prefix,
+            tag=tag,
+            bucket=bucket,
+            buckets=None if buckets is None else frozenset(buckets),
+            search=search,
+            limit=limit,
+            newest_first=newest_first,
+        )
+        return self._queries.list_tasks(query)
+
+    def stats(self) -> ControllerStats:
+        """Per-status counts of every task in the store, plus ``unfinished``; a task whose
+        stored status cannot be read is counted under none and named in ``unreadable``."""
+        return self._queries.stats()
+
+    def bucket_counts(self) -> dict[int, int]:
+        """Tasks per bucket (used to decide which node takes which buckets); from the
+        store, a `Counts` whose ``unreadable`` names tasks whose bucket cannot be read."""
+        return self._queries.bucket_counts()
+
+    @property
+    def active_count(self) -> int:
+        """Tasks really holding an execution slot in this process (paused in place included)."""
+        return self._scheduler.active
+
+    @property
+    def queued_count(self) -> int:
+        """Tasks of this process waiting for a slot (status ``queued``)."""
+        return sum(1 for r in self._held.all() if r.status is _S.QUEUED)
+
+    def active_in_bucket(self, bucket: int) -> int:
+        """Slots held by tasks of `bucket` in this process."""
+        return self._scheduler.active_in_bucket(bucket)
 
     # ================================================================ pipelines
     def submit_pipeline(self, pipeline: Pipeline) -> PipelineRun:
@@ -490,15 +542,71 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         if not isinstance(pipeline, Pipeline):
             raise ConfigurationError(f"submit_pipeline() takes a Pipeline, got {pipeline!r}")
         self._poller.start()
-        self._ensure_tick()
+        self._leases.start()
         return self._pipelines.submit(pipeline)
+
+    # ================================================================ run listener
+    #: As a run listener it never blocks a report, except in durable store writes, which
+    #: pass a kept attempt on by themselves (see `_thread_cache.hand_over`).
+    reports_quickly = True
+
+    def on_transition(self, run: TaskRun, transition: Transition, snapshot: TaskSnapshot) -> None:
+        """Write the transition through and have the scheduler account for it (a
+        `RunListener`).
+
+        A finished task gives its slot back before its terminal write is made durable, so
+        the next task starts while the write commits (together with those of the other
+        tasks finishing meanwhile: group commit). The finishing thread does not wait for
+        the commit either: the run holds ``wait()`` and ``done`` until the writer reports
+        the write durable (pipeline nodes are written synchronously, before their
+        downstream nodes are released).
+        """
+        status = transition.to_status
+        terminal = status.is_terminal
+        if not terminal:
+            self._writer.record(snapshot, (transition,))
+        if status is _STARTING or status is _RUNNING:
+            return  # dispatched by the scheduler: out of the ready queue, holding its slot
+        if status is _QUEUED:
+            # nothing to account: a run reaches queued holding no slot (from pending,
+            # blocked, paused before its start or retry_wait), and its admission queues it;
+            # if it has moved on since, that move is told and accounted by itself (D38)
+            return
+        in_pipeline = snapshot.pipeline_id is not None
+        self._scheduler.account(
+            run, snapshot.task_id, ended=terminal, keep_one=terminal and not in_pipeline
+        )
+        if not terminal:
+            return
+        if in_pipeline:
+            try:
+                self._writer.record(snapshot, (transition,), durable=True)
+            finally:  # whatever the write did, what follows the node is decided
+                self._pipelines.node_settled(snapshot)
+        else:  # this thread goes on at once; wait() returns once the write is durable
+            self._writer.record(snapshot, (transition,), on_durable=run._hold_finish())
+
+    def on_side_update(self, run: TaskRun, snapshot: TaskSnapshot) -> None:
+        """Progress is flushed on the touch timer, never per call (R18)."""
+
+    # ================================================================ the store
+    def flush(self) -> bool:
+        """Write everything pending to the store now; True when the store took it all."""
+        return self._writer.flush()
+
+    @property
+    def persist_failures(self) -> list[PersistFailure]:
+        """The latest store failures (at most 20). Tasks are unaffected; the store catches up.
+
+        Besides failed writes: a failed command poll, a command row that could not be read,
+        whatever a round of a background thread raised, a pipeline step that failed (D67).
+        """
+        return self._writer.failures
 
     # ================================================================ recovery and housekeeping
     def reconcile(self, *, dry_run: bool = False) -> ReconcileReport:
         """Mark tasks of this node's buckets whose supervisor vanished as lost (guide §8.11)."""
-        with self._lock:
-            mine = {t for t, r in self._runs.items() if not r.done}
-        mine |= self._pipelines.held_ids()
+        mine = self._held.unfinished_ids() | self._pipelines.held_ids()
         return reconcile_store(
             self.store,
             actor=self.owner,
@@ -514,15 +622,12 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         self._writer.flush()
         dropped = self.store.prune(keep_terminal)
         if dropped:
-            with self._lock:
-                finished = [(t, r) for t, r in self._runs.items() if r.done]
             # the store is read outside the lock: scheduling goes on meanwhile
-            gone = [(t, r) for t, r in finished if self.store.get(t) is None]
-            with self._lock:
-                for task_id, run in gone:
-                    if self._runs.get(task_id) is run:  # not retried under its id meanwhile
-                        del self._runs[task_id]
-                        self._writer.forget(task_id)
+            gone = [run for run in self._held.finished() if self.store.get(run.task_id) is None]
+            with self._lock:  # a submit under a dropped id writes after the forget
+                for run in gone:
+                    if self._held.drop(run):  # not retried under its id meanwhile
+                        self._writer.forget(run.task_id)
         return dropped
 
     def close(
@@ -542,8 +647,9 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
             if self._closed:
                 return []
             self._closing = True
-            self._close_reason = reason
-            runs = list(self._runs.values())
+            self._scheduler.close(reason)
+            runs = self._held.all()
+        self._leases.stop()  # no touch, no renewal while closing
         self._pipelines.stop_all(reason)
         deadline = None if timeout is None else time.monotonic() + timeout
         outcomes = []
@@ -560,14 +666,11 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
                     except TimeoutError:
                         then = "each was asked to stop, and the controller is closed"
                         raise TimeoutError(still_unfinished(list(seen), timeout, then)) from None
-                with self._lock:  # made meanwhile: a node released as its upstream finished
-                    runs = [run for run in self._runs.values() if run not in seen]
+                # made meanwhile: a node released as its upstream finished
+                runs = [run for run in self._held.all() if run not in seen]
         finally:
             with self._lock:
                 self._closed = True
-                timer, self._tick_timer = self._tick_timer, None
-            if timer is not None:
-                timer.cancel()
             self._poller.stop()
             self._writer.close(flush=True)
             if close_store:

@@ -1,60 +1,102 @@
-"""`ControllerControls`: stop, pause, resume, retry, wait and the command handler
-of a `Controller` (guide §8.3, §8.9)."""
+"""`Controls`: stop, pause, resume, retry and wait for the tasks a controller reaches, and
+the handler of the commands sent to it (guide §8.3, §8.9).
+
+A task held here is controlled through its run; a pipeline node not yet released,
+through the pipeline coordinator; any other task by a command row that its holder's
+`CommandPoller` claims. `Controller` delegates its public controls here.
+"""
+
+from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from datetime import timedelta
 
 from chongming_core import (
+    Clock,
     Command,
     CommandAction,
     ConfigurationError,
     StateMachine,
+    TaskSnapshot,
     TaskStatus,
+    TaskStore,
 )
-from chongming_runtime.controller._base import ControllerBase
+from chongming_runtime.controller._held_runs import HeldRuns
 from chongming_runtime.controller._orphans import settle_orphaned
 from chongming_runtime.controller._reconcile import lease_expired
 from chongming_runtime.persistence._commands import NOT_HELD, new_command
+from chongming_runtime.persistence._writer import StoreWriter
+from chongming_runtime.pipeline._coordinator import PipelineCoordinator
 from chongming_runtime.run._outcome import TaskOutcome
 from chongming_runtime.run._task_run import TaskRun
 from chongming_runtime.support._text import refuse_unstorable
 
-__all__ = ["ControllerControls"]
+__all__ = ["Controls", "still_unfinished"]
 
 _S = TaskStatus
 _log = logging.getLogger("chongming_task.controller")
 
+#: Makes and holds the run of a retry: ``make_run(fn, machine, args, kwargs, options,
+#: replacing=run)`` (the controller's own `_make_run`).
+MakeRun = Callable[..., TaskRun]
 
-class ControllerControls(ControllerBase):
-    """Controls of a `Controller`: applied here, or sent as commands to the holder (a mixin)."""
+
+class Controls:
+    """Controls of one controller: applied here, or sent as commands to the holder.
+
+    Args:
+        held: the runs held here.
+        pipelines: the nodes not yet released.
+        store: where other processes' tasks are, and where commands go.
+        writer: writes a retry's first transition.
+        owner: who acts (written in transitions and commands).
+        clock: stamps commands; tells whose lease expired long ago.
+        lease_ttl: how long after its lease expired a holder is taken for gone (D50).
+        make_run: makes and holds a retry's run.
+        get: the task's snapshot, live or from the store (what `wait` polls).
+    """
+
+    def __init__(
+        self,
+        *,
+        held: HeldRuns,
+        pipelines: PipelineCoordinator,
+        store: TaskStore,
+        writer: StoreWriter,
+        owner: str,
+        clock: Clock,
+        lease_ttl: float,
+        make_run: MakeRun,
+        get: Callable[[str], TaskSnapshot | None],
+    ) -> None:
+        self._held = held
+        self._pipelines = pipelines
+        self._store = store
+        self._writer = writer
+        self._owner = owner
+        self._clock = clock
+        self._lease_ttl = lease_ttl
+        self._make_run = make_run
+        self._get = get
 
     # ================================================================ controls
-    def stop(self, task_id: str, *, reason: str | None = None) -> bool:
-        """Request a stop; never blocks.
-
-        Returns True when a stop was requested (applied here, or sent as a command to the
-        holder), False when there is no such task or it has already finished.
-        """
+    def stop(self, task_id: str, reason: str | None) -> bool:
+        """Request a stop: here, of a node not released, or by command (`Controller.stop`)."""
         refuse_unstorable("reason", reason)
-        with self._lock:
-            run = self._runs.get(task_id)
+        run = self._held.get(task_id)
         if run is not None:
-            return run.stop(reason, actor=self.owner)
+            return run.stop(reason, actor=self._owner)
         if self._pipelines.holds(task_id):
             return self._pipelines.stop_unreleased(task_id, reason)
         return self._send(task_id, CommandAction.STOP, reason)
 
-    def pause(self, task_id: str, *, timeout: float | None = None) -> bool:
-        """Request a pause. True only once the task is confirmed ``paused``.
-
-        Across processes there is no receipt: the command is sent and False
-        ("not confirmed") is returned — poll `get()` to observe the result.
-        """
-        with self._lock:
-            run = self._runs.get(task_id)
+    def pause(self, task_id: str, timeout: float | None) -> bool:
+        """Request a pause; True only once confirmed here (`Controller.pause`)."""
+        run = self._held.get(task_id)
         if run is not None:
-            return run.pause(timeout, actor=self.owner)
+            return run.pause(timeout, actor=self._owner)
         if self._pipelines.holds(task_id):
             # a pipeline node waiting for its upstream (blocked) has no pause (§9.2): nothing
             # is sent, so no pause lands later, once it is released
@@ -63,53 +105,43 @@ class ControllerControls(ControllerBase):
         return False
 
     def resume(self, task_id: str) -> bool:
-        """Withdraw a pause. True when applied here or accepted for the holder (R14)."""
-        with self._lock:
-            run = self._runs.get(task_id)
+        """Withdraw a pause here, or send a resume to the holder (`Controller.resume`)."""
+        run = self._held.get(task_id)
         if run is not None:
-            return run.resume(actor=self.owner)
-        snapshot = self.store.get(task_id)
+            return run.resume(actor=self._owner)
+        snapshot = self._store.get(task_id)
         if snapshot is None or snapshot.status not in {_S.PAUSED, _S.PAUSING}:
             return False
         return self._send(task_id, CommandAction.RESUME, None)
 
     def _send(self, task_id: str, action: CommandAction, reason: str | None) -> bool:
-        snapshot = self.store.get(task_id)
+        snapshot = self._store.get(task_id)
         if snapshot is None or snapshot.is_terminal:
             return False
-        self.store.submit_command(
+        self._store.submit_command(
             new_command(
                 task_id=task_id,
                 action=action.value,
-                issued_by=self.owner,
-                clock=self.clock,
+                issued_by=self._owner,
+                clock=self._clock,
                 reason=reason,
                 bucket=snapshot.bucket,
             )
         )
         return True
 
-    def stop_all(self, *, reason: str | None = None) -> int:
-        """Request a stop of every unfinished task held here; returns how many requests were sent
-        (not how many have stopped: follow with `wait_all`)."""
+    def stop_all(self, reason: str | None) -> int:
+        """Request a stop of every unfinished task held here (`Controller.stop_all`)."""
         refuse_unstorable("reason", reason)
-        with self._lock:
-            runs = list(self._runs.values())
-        sent = sum(1 for run in runs if run.stop(reason, actor=self.owner))
+        runs = self._held.all()
+        sent = sum(1 for run in runs if run.stop(reason, actor=self._owner))
         return sent + self._pipelines.stop_all(reason)
 
-    def retry(self, task_id: str, *, reason: str | None = None) -> TaskRun:
-        """Run a failed/stopped/cancelled/lost task of this process again under the same id (R6).
-
-        Raises:
-            ConfigurationError: the task is not held here (its function and arguments are
-                only known where it was submitted), it is not finished, or it is a pipeline
-                node (submit the pipeline again).
-        """
-        with self._lock:
-            run = self._runs.get(task_id)
+    def retry(self, task_id: str, reason: str | None) -> TaskRun:
+        """Run a finished task held here again under its id (`Controller.retry`)."""
+        run = self._held.get(task_id)
         if run is None:
-            where = "it is in the store" if self.store.get(task_id) is not None else "no such task"
+            where = "it is in the store" if self._store.get(task_id) is not None else "no such task"
             raise ConfigurationError(
                 f"task {task_id!r} is not held by this process ({where}); its function "
                 "and arguments are only known where it was submitted — resubmit it under a "
@@ -134,25 +166,23 @@ class ControllerControls(ControllerBase):
                 f"task {task_id!r} cannot be retried yet: {why}; wait for it to finish first "
                 "(controller.wait)"
             )
-        machine = StateMachine(run.snapshot, run.transitions, clock=self.clock)
-        transition = machine.retry(actor=self.owner, reason=reason)
+        machine = StateMachine(run.snapshot, run.transitions, clock=self._clock)
+        transition = machine.retry(actor=self._owner, reason=reason)
         # the run keeps the function, arguments and options it was made with
         revived = self._make_run(run._fn, machine, *run._recipe(), replacing=run)
         self._writer.record(machine.snapshot, (transition,))
         revived._start_unless_ended()  # a stop by id may have reached it first
         return revived
 
-    def wait(self, task_id: str, timeout: float | None = None) -> TaskOutcome:
-        """Block until the task is terminal; raises `TimeoutError` (changing nothing) after
-        `timeout`. Works for tasks of other processes too (by polling the store)."""
-        with self._lock:
-            run = self._runs.get(task_id)
+    def wait(self, task_id: str, timeout: float | None) -> TaskOutcome:
+        """Block until the task is terminal, here or in the store (`Controller.wait`)."""
+        run = self._held.get(task_id)
         if run is not None:
             return run.wait(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         delay = 0.01
         while True:
-            snapshot = self.get(task_id)
+            snapshot = self._get(task_id)
             if snapshot is None:
                 raise ConfigurationError(f"no task {task_id!r} in the store")
             if snapshot.is_terminal:
@@ -167,14 +197,14 @@ class ControllerControls(ControllerBase):
             )
             delay = min(delay * 2, 0.2)
 
-    def wait_all(self, timeout: float | None = None) -> list[TaskOutcome]:
-        """Wait for every task held here; raises `TimeoutError` when some are still unfinished."""
+    def wait_all(self, timeout: float | None) -> list[TaskOutcome]:
+        """Wait for every pipeline and task held here (`Controller.wait_all`)."""
         deadline = None if timeout is None else time.monotonic() + timeout
         self._pipelines.wait_all(deadline)
         # the latest submitted usually finishes last: waiting for it first means one
         # wake-up for a whole batch instead of one per task
         outcomes = []
-        runs = self.runs()
+        runs = self._held.all()
         for run in reversed(runs):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
@@ -187,7 +217,9 @@ class ControllerControls(ControllerBase):
         return outcomes
 
     # ================================================================ commands
-    def _handle_command(self, command: Command) -> str | None:
+    def handle_command(self, command: Command) -> str | None:
+        """The result of a command claimed by this node's poller (D30, D50, D61); None
+        when the task is not held here (the poller releases the command at once)."""
         action = command.known_action()
         if action is None:
             _log.warning(
@@ -198,31 +230,10 @@ class ControllerControls(ControllerBase):
                 command.issued_by,
             )
             return f"rejected: unknown action {command.action!r}"
-        with self._lock:
-            run = self._runs.get(command.task_id)
-        who = f"{command.issued_by} (command)"
+        run = self._held.get(command.task_id)
         if run is None:
-            if self._pipelines.holds(command.task_id):
-                if action is CommandAction.STOP:
-                    self._pipelines.stop_unreleased(command.task_id, command.reason)
-                    return "applied"
-                # held here, so not released to another holder: completed, never retried
-                # until the node is released and the stale request applied then
-                return (
-                    f"ignored: the task is a pipeline node waiting for its upstream; "
-                    f"it cannot {action.value} (only a stop applies to it)"
-                )
-            snapshot = self.store.get(command.task_id)
-            if snapshot is None:
-                return f"rejected: no task {command.task_id!r} in the store"
-            if snapshot.is_terminal:
-                return f"ignored: task is already {snapshot.status.value}"
-            # no one will ever take it: its lease expired a whole lease_ttl ago (a holder
-            # merely late to renew, or whose clock disagrees a little, still gets it)
-            long_ago = self.clock.now() - timedelta(seconds=self.lease_ttl)
-            if lease_expired(snapshot, long_ago):
-                return settle_orphaned(self.store, command, action, snapshot, self.clock)
-            return NOT_HELD
+            return self._handle_unheld(command, action)
+        who = f"{command.issued_by} (command)"
         if action is CommandAction.STOP:
             done = run.stop(command.reason, actor=who)
         elif action is CommandAction.RESUME:
@@ -234,6 +245,29 @@ class ControllerControls(ControllerBase):
                 return "applied: pause requested"
             done = False
         return "applied" if done else f"ignored: task is {run.status.value}"
+
+    def _handle_unheld(self, command: Command, action: CommandAction) -> str | None:
+        if self._pipelines.holds(command.task_id):
+            if action is CommandAction.STOP:
+                self._pipelines.stop_unreleased(command.task_id, command.reason)
+                return "applied"
+            # held here, so not released to another holder: completed, never retried
+            # until the node is released and the stale request applied then
+            return (
+                f"ignored: the task is a pipeline node waiting for its upstream; "
+                f"it cannot {action.value} (only a stop applies to it)"
+            )
+        snapshot = self._store.get(command.task_id)
+        if snapshot is None:
+            return f"rejected: no task {command.task_id!r} in the store"
+        if snapshot.is_terminal:
+            return f"ignored: task is already {snapshot.status.value}"
+        # no one will ever take it: its lease expired a whole lease_ttl ago (a holder
+        # merely late to renew, or whose clock disagrees a little, still gets it)
+        long_ago = self._clock.now() - timedelta(seconds=self._lease_ttl)
+        if lease_expired(snapshot, long_ago):
+            return settle_orphaned(self._store, command, action, snapshot, self._clock)
+        return NOT_HELD
 
 
 def still_unfinished(runs: list[TaskRun], timeout: float | None, then: str) -> str:

@@ -31,21 +31,19 @@ import threading
 from collections import deque
 from collections.abc import Callable
 from types import TracebackType
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from chongming_runtime.run._task_run import TaskRun
+from chongming_runtime.controller._schedulable import SchedulableRun
 
 __all__ = ["SchedulingLock", "Then", "Work"]
 
 _log = logging.getLogger("chongming_task.controller")
 
 #: Work done under the lock; returns the runs it made startable (started after release).
-Work = Callable[[], list["TaskRun"]]
+Work = Callable[[], list[SchedulableRun]]
 #: Called after the runs a posted piece of work made startable were started.
 Then = Callable[[], None]
 #: Starts runs and then calls the callbacks (outside the lock).
-Start = Callable[[list["TaskRun"], list[Then]], None]
+Start = Callable[[list[SchedulableRun], list[Then]], None]
 
 
 class SchedulingLock:
@@ -62,7 +60,7 @@ class SchedulingLock:
     def __init__(self, start_here: Start, start_elsewhere: Start) -> None:
         self._lock = threading.RLock()
         self._posted: deque[tuple[Work, Then | None]] = deque()
-        self._after: list[TaskRun] = []  # made startable by posted work; the holder's
+        self._after: list[SchedulableRun] = []  # made startable by posted work; the holder's
         self._then: list[Then] = []  # callbacks of posted work; the holder's
         self._depth = 0  # nesting of the holder's critical sections
         self._start_here = start_here
@@ -101,7 +99,7 @@ class SchedulingLock:
     # ------------------------------------------------------------------ posting
     def run_or_post(
         self, work: Work, on_posted: Callable[[], Then | None] | None = None
-    ) -> list[TaskRun] | None:
+    ) -> list[SchedulableRun] | None:
         """Run `work` under the lock now if it is free and return what it returned (for
         the caller to start); else leave it to the holder and return None at once. When
         it is posted, `on_posted` is called first and the callback it returns is called

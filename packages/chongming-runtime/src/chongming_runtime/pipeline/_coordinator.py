@@ -17,6 +17,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -38,14 +39,13 @@ from chongming_runtime.pipeline._definition import (
     join_decision,
     pipeline_status,
 )
+from chongming_runtime.pipeline._host import PipelineHost, TaskDefinition
 from chongming_runtime.run._deadlines import start_timeout_failure
 from chongming_runtime.run._outcome import TaskOutcome
 from chongming_runtime.support._background import carry_on
 from chongming_runtime.support._text import refuse_unstorable
 
 if TYPE_CHECKING:
-    from chongming_runtime.controller._controller import Controller
-    from chongming_runtime.controller._registry import RegisteredTask
     from chongming_runtime.run._task_run import TaskRun
 
 __all__ = ["PipelineCoordinator", "PipelineOutcome", "PipelineRun"]
@@ -73,7 +73,7 @@ class PipelineOutcome:
 class _Node:
     definition: PipelineNode
     task_id: str
-    registered: RegisteredTask
+    registered: TaskDefinition
     options: dict[str, Any]
     machine: StateMachine | None = None  # before release
     run: TaskRun | None = None  # after release
@@ -186,10 +186,11 @@ class PipelineRun:
 
 
 class PipelineCoordinator:
-    """The controller's pipeline engine (one per controller)."""
+    """The controller's pipeline engine (one per controller), which reaches its controller
+    only through the `PipelineHost` it is handed."""
 
-    def __init__(self, controller: Controller) -> None:
-        self._controller = controller
+    def __init__(self, host: PipelineHost) -> None:
+        self._host = host
         self._lock = threading.RLock()
         self._pipelines: dict[str, PipelineRun] = {}
         self._by_task: dict[str, tuple[PipelineRun, str]] = {}
@@ -227,27 +228,18 @@ class PipelineCoordinator:
 
     # ------------------------------------------------------------------ submit
     def submit(self, pipeline: Pipeline) -> PipelineRun:
-        c = self._controller
+        c = self._host
         order = pipeline.validate()
         for node in pipeline.nodes:
-            c.registered(node.task_name)  # only registered names, checked before anything runs
+            c.definition(node.task_name)  # only registered names, checked before anything runs
         pipeline_id = f"{pipeline.name}-{uuid.uuid4().hex[:8]}"
         prun = PipelineRun(pipeline, pipeline_id)
         prun._coordinator = self
         nodes: dict[str, _Node] = {}
         for definition in pipeline.nodes:
-            registered = c.registered(definition.task_name)
+            registered = c.definition(definition.task_name)
             opts = dict(definition.options)
-            options = c._options(
-                registered,
-                label=opts.get("label"),
-                tags=opts.get("tags"),
-                priority=opts.get("priority"),
-                bucket_key=opts.get("bucket_key"),
-                retry=opts.get("retry"),
-                timeout=opts.get("timeout"),
-                executor=opts.get("executor"),
-            )
+            options = c.node_options(definition.task_name, opts)
             task_id = f"{pipeline_id}:{definition.node_id}"
             machine = StateMachine.create(
                 task_id,
@@ -277,13 +269,13 @@ class PipelineCoordinator:
             # registered, written and timed in one go: a submit that passed the first check
             # while close() ran would register a pipeline whose nodes close() never stops or
             # waits for, or write them after close() stopped them (D45)
-            c._refuse_if_closing()
+            c.refuse_if_closing()
             self._pipelines[pipeline_id] = prun
             for item in nodes.values():
                 self._by_task[item.task_id] = (prun, item.definition.node_id)
             for item in nodes.values():
                 assert item.machine is not None
-                c._writer.record(item.machine.snapshot, item.machine.transitions)
+                c.write(item.machine.snapshot, item.machine.transitions)
             self._arm_start_timeouts(prun)
         for node_id in order:
             if not nodes[node_id].definition.depends_on:
@@ -293,7 +285,7 @@ class PipelineCoordinator:
     def _arm_start_timeouts(self, prun: PipelineRun) -> None:
         """A node's start timeout counts from the pipeline's submission (R1): one that
         expires while the node is still blocked cancels it there."""
-        clock = self._controller.clock
+        clock = self._host.clock
         with prun._lock:
             prun._submitted = clock.monotonic()
             for node_id, node in prun._nodes.items():
@@ -306,7 +298,7 @@ class PipelineCoordinator:
 
     def _start_timeout_passed(self, prun: PipelineRun, node_id: str) -> None:
         """A blocked node's start timeout expired: ``blocked -> cancelled`` (R1)."""
-        c = self._controller
+        c = self._host
         with prun._lock:
             node = prun._nodes[node_id]
             machine = node.machine
@@ -322,7 +314,7 @@ class PipelineCoordinator:
 
     # ------------------------------------------------------------------ progress
     def _release(self, prun: PipelineRun, node_id: str) -> None:
-        c = self._controller
+        c = self._host
         with prun._lock:
             node = prun._nodes[node_id]
             if node.run is not None or node.machine is None or node.machine.status.is_terminal:
@@ -337,14 +329,14 @@ class PipelineCoordinator:
                 if snap.status is _S.SUCCEEDED:
                     upstream[dep] = snap.outcome
             machine = node.machine
-            run = c._make_run(
-                node.registered.fn,
+            # made while closing too: its admission stops it (R4)
+            run = c.submit_node(
+                node.registered,
                 machine,
                 node.definition.args,
                 node.definition.kwargs,
                 node.options,
-                upstream=upstream,
-                pipeline_node=True,  # made while closing too: its admission stops it (R4)
+                upstream,
             )
             node.run = run
             node.machine = None
@@ -356,7 +348,7 @@ class PipelineCoordinator:
         run._start_unless_ended()
 
     def _skip(self, prun: PipelineRun, node_id: str, failure: Failure) -> None:
-        c = self._controller
+        c = self._host
         with prun._lock:
             node = prun._nodes[node_id]
             machine = node.machine
@@ -370,7 +362,7 @@ class PipelineCoordinator:
 
     def stop_unreleased(self, task_id: str, reason: str | None) -> bool:
         """Stop a node that was never released (``blocked``/``pending`` -> ``stopped``)."""
-        c = self._controller
+        c = self._host
         with self._lock:
             entry = self._by_task.get(task_id)
         if entry is None:
@@ -389,7 +381,7 @@ class PipelineCoordinator:
     def _write_and_settle(self, snapshot: TaskSnapshot, transition: Transition) -> None:
         """Write an unreleased node's end durably, then decide what follows it (always)."""
         try:
-            self._controller._writer.record(snapshot, (transition,), durable=True)
+            self._host.write_durably(snapshot, (transition,))
         finally:
             self.node_settled(snapshot)
 
@@ -497,7 +489,7 @@ class PipelineCoordinator:
         except Exception as exc:
             named = ", ".join(repr(a) for a in args if isinstance(a, str))  # ids, reasons
             step = f"pipeline step {getattr(action, '__name__', action)}({named})"
-            carry_on(step, exc, _log, self._controller._writer.note)
+            carry_on(step, exc, _log, self._host.note)
 
     # ------------------------------------------------------------------ controller-wide
     def stop_all(self, reason: str | None) -> int:
@@ -506,13 +498,12 @@ class PipelineCoordinator:
             ids = list(self._by_task)
         return sum(1 for task_id in ids if self.stop_unreleased(task_id, reason))
 
-    def renew(self, renew: bool) -> None:
-        """Renew the leases of unreleased nodes (they are this process's tasks too)."""
-        if not renew:
-            return
-        c = self._controller
+    def renew(self, until: datetime) -> None:
+        """Renew the leases of unreleased nodes to `until` (they are this process's tasks
+        too; a `LeaseHolder` of the controller's lease keeper)."""
+        c = self._host
         for task_id in self.held_ids():
-            c._writer.touch(TouchUpdate(task_id, lease_owner=c.owner, lease_until=c._lease_until))
+            c.touch(TouchUpdate(task_id, lease_owner=c.owner, lease_until=until))
 
     def wait_all(self, deadline: float | None) -> None:
         """Wait for every pipeline of this controller."""

@@ -1,0 +1,114 @@
+"""The checks of a `Controller`'s settings, one per setting or pair of settings that must
+agree; each names the offending value and what to pass instead."""
+
+from __future__ import annotations
+
+from chongming_core import BucketPolicy, ConcurrencyPolicy, ConfigurationError, TaskStore
+from chongming_runtime.controller._lease_keeper import RENEWALS_PER_LEASE, default_touch_interval
+from chongming_runtime.executors._base import Executor
+from chongming_runtime.support._text import refuse_unstorable
+
+__all__ = [
+    "check_bucket_limit",
+    "check_executor",
+    "check_owner",
+    "check_store",
+    "concurrency_of",
+    "policy_of",
+    "touch_interval_of",
+]
+
+
+def check_store(store: object) -> None:
+    """Refuse a store that is not a `TaskStore`."""
+    if store is not None and not isinstance(store, TaskStore):
+        raise ConfigurationError(
+            f"store must be a TaskStore (InMemoryTaskStore, SqliteTaskStore, "
+            f"PostgresTaskStore, ...), got {store!r}"
+        )
+
+
+def concurrency_of(
+    concurrency: ConcurrencyPolicy | None, max_parallel: int | None
+) -> ConcurrencyPolicy:
+    """The policy given, or one of `max_parallel` (4 by default); never two that disagree."""
+    if concurrency is None:
+        return ConcurrencyPolicy(max_parallel=4 if max_parallel is None else max_parallel)
+    if not isinstance(concurrency, ConcurrencyPolicy):
+        raise ConfigurationError(f"concurrency must be a ConcurrencyPolicy, got {concurrency!r}")
+    if max_parallel is not None and max_parallel != concurrency.max_parallel:
+        raise ConfigurationError(
+            f"max_parallel={max_parallel} contradicts concurrency.max_parallel="
+            f"{concurrency.max_parallel}; pass one of them"
+        )
+    return concurrency
+
+
+def check_bucket_limit(max_parallel_per_bucket: int | None) -> None:
+    """Refuse a per-bucket limit that is not an integer >= 1."""
+    if max_parallel_per_bucket is not None and (
+        isinstance(max_parallel_per_bucket, bool)
+        or not isinstance(max_parallel_per_bucket, int)
+        or max_parallel_per_bucket < 1
+    ):
+        raise ConfigurationError(
+            f"max_parallel_per_bucket must be an integer >= 1, got {max_parallel_per_bucket!r}"
+        )
+
+
+def policy_of(bucket_policy: BucketPolicy | None, num_buckets: int | None) -> BucketPolicy:
+    """The bucket policy given, or one of `num_buckets`; never two that disagree."""
+    if bucket_policy is None:
+        return BucketPolicy() if num_buckets is None else BucketPolicy(num_buckets)
+    if num_buckets is not None and num_buckets != bucket_policy.num_buckets:
+        raise ConfigurationError(
+            f"num_buckets={num_buckets} contradicts bucket_policy.num_buckets="
+            f"{bucket_policy.num_buckets}; pass one of them"
+        )
+    return bucket_policy
+
+
+def touch_interval_of(
+    lease_ttl: float, touch_interval: float | None, poll_interval: float
+) -> float:
+    """The touch interval, after checking every interval is > 0: the one given, which must
+    let the lease be renewed in time, or the default that follows `lease_ttl` (D85)."""
+    for name, value in (
+        ("lease_ttl", lease_ttl),
+        ("touch_interval", touch_interval),
+        ("poll_interval", poll_interval),
+    ):
+        if value is None and name == "touch_interval":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+            raise ConfigurationError(f"{name} must be > 0 seconds, got {value!r}")
+    if touch_interval is None:
+        return default_touch_interval(lease_ttl)
+    if touch_interval * RENEWALS_PER_LEASE > lease_ttl:
+        raise ConfigurationError(
+            f"lease_ttl ({lease_ttl:g} s) must be at least 3 x touch_interval "
+            f"({touch_interval:g} s): leases are renewed on the touch timer, so a shorter "
+            "lease could expire while its holder is alive, and reconcile() would call its "
+            f"tasks lost; raise lease_ttl, lower touch_interval to at most "
+            f"{lease_ttl / RENEWALS_PER_LEASE:g} s, or leave touch_interval out (its "
+            "default follows lease_ttl)"
+        )
+    return float(touch_interval)
+
+
+def check_executor(executor: Executor | None) -> None:
+    """Refuse `InlineExecutor` (D22)."""
+    if executor is not None and getattr(executor, "inline", False):
+        raise ConfigurationError(
+            "a Controller cannot use InlineExecutor: it runs the task in the caller's "
+            "thread, so submit() would block until the task ends and no scheduling is "
+            "possible; use ThreadExecutor() or ProcessExecutor()"
+        )
+
+
+def check_owner(owner: object, given: object) -> str:
+    """`owner` if it is a non-empty string any store can keep (`given`: what was passed)."""
+    if not isinstance(owner, str) or not owner.strip():
+        raise ConfigurationError(f"owner must be a non-empty string, got {given!r}")
+    refuse_unstorable("owner", owner)  # written in every lease, transition, command
+    return owner
