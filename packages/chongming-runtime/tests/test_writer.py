@@ -5,6 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -116,21 +117,29 @@ def test_failures_are_capped(make_writer: Callable[..., StoreWriter]) -> None:
     writer.close()
 
 
-def test_a_conflict_leaves_the_other_writers_truth_alone(
-    make_writer: Callable[..., StoreWriter],
-) -> None:
-    store = FlakyStore()
-    writer = make_writer(store, clock=FakeClock(), flush_interval=0)
-    clock = FakeClock()
+def _running_then_marked_lost(
+    store: InMemoryTaskStore, writer: StoreWriter, clock: FakeClock
+) -> StateMachine:
+    """Task t1 written running by `writer`, then marked lost by another process (as reconcile
+    would); returns the writer's machine, still running."""
     machine = StateMachine.create("t1", "extract", clock=clock)
     machine.mark_queued()
     machine.mark_starting()
     machine.mark_running()
     writer.record(machine.snapshot, machine.transitions, durable=True)
-    # another process marks it lost (as reconcile would)
     other = StateMachine(store.get("t1"), clock=clock)  # type: ignore[arg-type]
     other.mark_lost(actor="reconcile", reason="lease expired")
     store.save(other.snapshot, expect_version=3, transitions=other.transitions)
+    return machine
+
+
+def test_a_conflict_leaves_the_other_writers_truth_alone(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
+    store = FlakyStore()
+    clock = FakeClock()
+    writer = make_writer(store, clock=clock, flush_interval=0)
+    machine = _running_then_marked_lost(store, writer, clock)
     machine.mark_succeeded(outcome=1)
     writer.record(machine.snapshot, machine.transitions[-1:], durable=True)
     stored = store.get("t1")
@@ -143,6 +152,51 @@ def test_a_conflict_leaves_the_other_writers_truth_alone(
     writer.forget("t1")  # pruned: the writer keeps nothing of it, not even the divergence
     assert writer.flush()
     assert not writer.diverged("t1")
+    writer.close()
+
+
+def test_a_renewal_after_another_writer_moved_the_task_on_changes_nothing(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
+    """A holder frozen past its lease (SIGSTOP) and marked lost meanwhile: when it wakes,
+    its lease renewal must not give the lost row a live lease, and it stops writing it."""
+    store = FlakyStore()
+    clock = FakeClock()
+    writer = make_writer(store, clock=clock, flush_interval=0)
+    _running_then_marked_lost(store, writer, clock)
+    lost = store.get("t1")
+    assert lost is not None
+    assert lost.lease_until is None
+    until = clock.now() + timedelta(seconds=30)
+    writer.touch(TouchUpdate("t1", lease_owner="zombie", lease_until=until, pid=4242))
+    assert writer.flush()
+    assert store.get("t1") == lost  # no live lease on a lost task, no pid of the zombie
+    assert writer.diverged("t1")
+    assert "is at version 4, not 3" in writer.failures[-1].error
+    writer.touch(TouchUpdate("t1", lease_owner="zombie", lease_until=until))
+    assert writer.pending_count == 0  # diverged: nothing of it is queued any more
+    writer.close()
+
+
+def test_renewals_of_tasks_still_held_are_not_fenced_off(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
+    store = FlakyStore()
+    clock = FakeClock()
+    writer = make_writer(store, clock=clock, flush_interval=0)
+    machines = [StateMachine.create(f"t{i}", "extract", clock=clock) for i in range(3)]
+    for machine in machines:
+        machine.mark_queued()
+        writer.record(machine.snapshot, machine.transitions, durable=True)
+    until = clock.now() + timedelta(seconds=30)
+    for machine in machines:
+        writer.touch(TouchUpdate(machine.task_id, lease_owner="me", lease_until=until))
+    assert writer.flush()
+    for machine in machines:
+        assert store.get(machine.task_id) == machine.snapshot.evolve(
+            lease_owner="me", lease_until=until
+        )
+        assert not writer.diverged(machine.task_id)
     writer.close()
 
 

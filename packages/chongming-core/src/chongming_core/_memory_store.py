@@ -258,6 +258,8 @@ class InMemoryTaskStore(TaskStore):
                 current = self._tasks.get(update.task_id)
                 if not isinstance(current, TaskSnapshot):  # unknown, or unreadable: untouched
                     continue
+                if not update.applies_to(current):  # moved on by another writer: fenced off
+                    continue
                 self._tasks[update.task_id] = update.apply(current)
                 applied += 1
         return applied

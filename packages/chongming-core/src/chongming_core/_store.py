@@ -151,7 +151,13 @@ UNSET = _Unset.UNSET
 
 @dataclass(frozen=True, slots=True)
 class TouchUpdate:
-    """Side-path fields to refresh without a new version. None clears a field; `UNSET` keeps it."""
+    """Side-path fields to refresh without a new version. None clears a field; `UNSET` keeps it.
+
+    `held_version`, when given, fences the update: it applies only while the task's row is
+    still at that ``status_version``. A holder renewing its lease or its progress passes the
+    version it last wrote, so once anyone else moved the task on (``reconcile()`` marking it
+    ``lost``, a claim by another node) its renewals change nothing and are not counted.
+    """
 
     task_id: str
     progress: Progress | _Unset | None = UNSET
@@ -159,6 +165,7 @@ class TouchUpdate:
     lease_owner: str | _Unset | None = UNSET
     lease_until: datetime | _Unset | None = UNSET
     pid: int | _Unset | None = UNSET
+    held_version: int | None = None
 
     @classmethod
     def given(
@@ -195,6 +202,10 @@ class TouchUpdate:
             "pid": self.pid,
         }
         return {name: value for name, value in values.items() if value is not UNSET}
+
+    def applies_to(self, snapshot: TaskSnapshot) -> bool:
+        """Whether the fence lets this update change `snapshot` (always without a fence)."""
+        return self.held_version is None or snapshot.status_version == self.held_version
 
     def apply(self, snapshot: TaskSnapshot) -> TaskSnapshot:
         """`snapshot` with this update's fields applied (version untouched)."""
@@ -417,13 +428,15 @@ class TaskStore(abc.ABC):
     def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
         """Apply several side-path updates (None clears a field, `UNSET` keeps it).
 
-        Returns how many tasks existed and were updated. Backends override this to
+        An update with a `held_version` applies only while the row is at that version
+        (`TouchUpdate`). Returns how many updates found their task (at the held version)
+        and were applied. Backends override this to
         use one transaction.
         """
         applied = 0
         for update in updates:
             snapshot = self.get(update.task_id)
-            if snapshot is None:
+            if snapshot is None or not update.applies_to(snapshot):
                 continue
             self._touch_fields(update.apply(snapshot))
             applied += 1

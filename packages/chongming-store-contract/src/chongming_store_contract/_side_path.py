@@ -126,3 +126,39 @@ class SidePathContract(ContractBase):
             stored, snapshot.evolve(pid=9, progress=Progress(2)), "snapshot after touch_many()"
         )
         expect_equal(self.store.history("t1"), list(chain), "history after touch_many()")
+
+    def test_a_fenced_touch_applies_at_its_version_only(self) -> None:
+        snapshot, _ = self.stored("t1", _S.RUNNING)
+        until = self.clock.now() + timedelta(seconds=30)
+        held = snapshot.status_version
+        applied = self.store.touch_many(
+            [TouchUpdate("t1", lease_owner="node-1", lease_until=until, held_version=held)]
+        )
+        expect_equal(applied, 1, "touch_many() of an update fenced to the stored version")
+        renewed = snapshot.evolve(lease_owner="node-1", lease_until=until)
+        expect_equal(self.store.get("t1"), renewed, "snapshot after the fenced touch")
+        nxt, more = next_version(renewed, clock=self.clock)
+        self.store.save(nxt, expect_version=held, transitions=more)
+        later = until + timedelta(seconds=30)
+        stale = TouchUpdate(
+            "t1", lease_owner="node-2", lease_until=later, pid=99, held_version=held
+        )
+        expect_equal(self.store.touch_many([stale]), 0, "touch_many() fenced to an old version")
+        expect_equal(self.store.get("t1"), nxt, "snapshot after a touch fenced to an old version")
+
+    def test_fenced_and_unfenced_touches_in_one_call(self) -> None:
+        a, _ = self.stored("a", _S.RUNNING)
+        b, _ = self.stored("b", _S.RUNNING)
+        c, _ = self.stored("c", _S.RUNNING)
+        applied = self.store.touch_many(
+            [
+                TouchUpdate("a", pid=1, held_version=a.status_version),
+                TouchUpdate("b", pid=2, held_version=b.status_version + 1),
+                TouchUpdate("c", pid=3),
+                TouchUpdate("ghost", pid=4, held_version=0),
+            ]
+        )
+        expect_equal(applied, 2, "touch_many() count: a (at its version) and c (unfenced)")
+        expect_equal(self.store.get("a"), a.evolve(pid=1), "a after touch_many()")
+        expect_equal(self.store.get("b"), b, "b after an update fenced to a version it is not at")
+        expect_equal(self.store.get("c"), c.evolve(pid=3), "c after touch_many()")

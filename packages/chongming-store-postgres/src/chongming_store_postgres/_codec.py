@@ -466,8 +466,11 @@ def command_cursor(conn: psycopg.Connection[Any]) -> psycopg.Cursor[Any]:
     return cursor
 
 
-def touch_arrays(merged: dict[str, dict[str, Any]]) -> dict[str, list[Any]]:
-    """Column arrays for the `TOUCH` statement (``set_*`` flags say which fields change)."""
+def touch_arrays(
+    merged: dict[str, dict[str, Any]], held: dict[str, int] | None = None
+) -> dict[str, list[Any]]:
+    """Column arrays for the `TOUCH` statement (``set_*`` flags say which fields change;
+    `held` gives the version a task's update is fenced to)."""
     arrays: dict[str, list[Any]] = {
         key: []
         for key in (
@@ -482,6 +485,7 @@ def touch_arrays(merged: dict[str, dict[str, Any]]) -> dict[str, list[Any]]:
             "lease_until",
             "set_pid",
             "pid",
+            "held_version",
         )
     }
     for task_id in sorted(merged):  # a fixed order: concurrent touches lock rows alike
@@ -510,4 +514,5 @@ def touch_arrays(merged: dict[str, dict[str, Any]]) -> dict[str, list[Any]]:
         arrays["lease_until"].append(fields.get("lease_until"))
         arrays["set_pid"].append("pid" in fields)
         arrays["pid"].append(fields.get("pid"))
+        arrays["held_version"].append(None if held is None else held.get(task_id))
     return arrays

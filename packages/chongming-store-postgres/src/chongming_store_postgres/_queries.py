@@ -163,7 +163,8 @@ SELECT task_id, from_status, to_status, trigger, actor, reason, status_version, 
 FROM {transitions} WHERE task_id = %(task_id)s ORDER BY status_version"""
 
 #: The side path: each field is set only where its ``set_*`` flag is true. Never touches
-#: ``status_version``. Returns the ids of the tasks that exist.
+#: ``status_version``; an update with a held version applies only while the row is at it.
+#: Returns the ids of the tasks updated.
 TOUCH: Final = """
 UPDATE {tasks} AS k SET
     progress = CASE WHEN u.set_progress THEN u.progress ELSE k.progress END,
@@ -177,10 +178,11 @@ FROM unnest(%(task_id)s::text[],
             %(set_heartbeat)s::boolean[], %(heartbeat_at)s::timestamptz[],
             %(set_lease_owner)s::boolean[], %(lease_owner)s::text[],
             %(set_lease_until)s::boolean[], %(lease_until)s::timestamptz[],
-            %(set_pid)s::boolean[], %(pid)s::bigint[])
+            %(set_pid)s::boolean[], %(pid)s::bigint[], %(held_version)s::bigint[])
     AS u(task_id, set_progress, progress, set_heartbeat, heartbeat_at, set_lease_owner,
-         lease_owner, set_lease_until, lease_until, set_pid, pid)
+         lease_owner, set_lease_until, lease_until, set_pid, pid, held_version)
 WHERE k.task_id = u.task_id
+  AND (u.held_version IS NULL OR k.status_version = u.held_version)
 RETURNING k.task_id"""
 
 #: Store a command once (idempotent on its id) and NOTIFY listeners when it is new.

@@ -406,16 +406,23 @@ class PostgresTaskStore(TaskStore):
 
     # ------------------------------------------------------------------ side path
     def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
-        """See `TaskStore.touch_many`. One statement: every update or none is applied."""
+        """See `TaskStore.touch_many`. One statement: every update or none is applied.
+
+        The updates of one task are merged in order; when any of them is fenced, the merged
+        update is fenced to the last version given.
+        """
         self._check_open()
         merged: dict[str, dict[str, Any]] = {}
+        held: dict[str, int] = {}
         for update in updates:
             if "\x00" in update.task_id:
                 continue  # cannot exist
             merged.setdefault(update.task_id, {}).update(update.fields())
+            if update.held_version is not None:
+                held[update.task_id] = update.held_version
         if not merged:
             return 0
-        params = touch_arrays(merged)
+        params = touch_arrays(merged, held)
 
         def body(conn: Conn, retrying: bool) -> set[str]:
             return {row[0] for row in conn.execute(self._q.touch, params).fetchall()}

@@ -175,7 +175,7 @@ UPDATE tasks SET
     lease_until    = CASE WHEN ?7 THEN ?8 ELSE lease_until END,
     lease_until_us = CASE WHEN ?7 THEN ?9 ELSE lease_until_us END,
     pid            = CASE WHEN ?10 THEN ?11 ELSE pid END
-WHERE task_id = ?12
+WHERE task_id = ?12 AND (?13 IS NULL OR status_version = ?13)
 """
 
 INSERT_COMMAND = (

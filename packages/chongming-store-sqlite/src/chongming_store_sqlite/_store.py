@@ -409,7 +409,7 @@ class SqliteTaskStore(TaskStore):
         """See `TaskStore.touch_many`: every update in one transaction, in order."""
         rows = []
         for u in updates:
-            rows.append(touch_row(u.task_id, u.fields()))
+            rows.append(touch_row(u.task_id, u.fields(), u.held_version))
         if not rows:
             self._check_open()
             return 0

@@ -90,8 +90,11 @@ def apply_writes(
     return conflicts
 
 
-def touch_row(task_id: str, fields: dict[str, Any]) -> tuple[object, ...]:
-    """Parameters of `schema.TOUCH_TASK`: a (set?, value) pair per side-path field."""
+def touch_row(
+    task_id: str, fields: dict[str, Any], held_version: int | None = None
+) -> tuple[object, ...]:
+    """Parameters of `schema.TOUCH_TASK`: a (set?, value) pair per side-path field, then the
+    task and the version the update is fenced to (None: any)."""
     progress = fields.get("progress")
     until = fields.get("lease_until")
     if progress is not None and not isinstance(progress, Progress):
@@ -112,4 +115,5 @@ def touch_row(task_id: str, fields: dict[str, Any]) -> tuple[object, ...]:
         "pid" in fields,
         fields.get("pid"),
         task_id,
+        held_version,
     )

@@ -59,6 +59,7 @@ from chongming_core import (
     TouchUpdate,
     Transition,
 )
+from chongming_core.backend import version_conflict
 from chongming_runtime.support._background import carry_on
 from chongming_runtime.support._call_each import call_each
 from chongming_runtime.support._thread_cache import hand_over
@@ -516,16 +517,49 @@ class StoreWriter:
         if touches and locked:  # they would wait for the same lock: kept for the next flush
             self._requeue_touches(touches)
         elif touches:
+            # fenced to the version this writer last stored: once another process moved a
+            # task on (reconcile() marked it lost, say), this one's renewals change nothing
+            fenced = [
+                dataclasses.replace(update, held_version=self._stored_version[task_id])
+                if task_id in self._stored_version
+                else update
+                for task_id, update in touches.items()
+            ]
             try:
                 # touches after snapshots: a terminal save must not be overwritten by older
                 # side-path values, and touch_many only changes the fields it names
-                self._store.touch_many(list(touches.values()))
+                applied = self._store.touch_many(fenced)
             except Exception as exc:  # a store's own bug too: the writes stay pending
                 self._requeue_touches(touches)
                 self._locked = _is_locked(exc)
                 self._fail("touch_many", tuple(touches), exc)
                 return False, True
+            if applied < len(fenced):
+                self._find_moved_on([u for u in fenced if u.held_version is not None])
         return not failed, down
+
+    def _find_moved_on(self, fenced: list[TouchUpdate]) -> None:
+        """Some fenced touches changed nothing: the tasks that moved on in the store (or left
+        it) are another writer's now, and this writer stops writing them, as after a
+        conflict. One query; when the store cannot be asked, the next refused touch asks."""
+        if not fenced:
+            return
+        try:
+            rows = {
+                s.task_id: s
+                for s in self._store.query(TaskQuery(task_ids=frozenset(u.task_id for u in fenced)))
+            }
+        except Exception as exc:  # the store failed right after the touch: asked again later
+            self._fail("query", tuple(u.task_id for u in fenced), exc)
+            return
+        for update in fenced:
+            row = rows.get(update.task_id)
+            if row is not None and row.status_version == update.held_version:
+                continue  # at the held version: the touch did apply
+            actual = None if row is None else row.status_version
+            self._on_conflict(
+                version_conflict(update.task_id, expected=update.held_version, actual=actual)
+            )
 
     def _save(
         self, writes: dict[str, SnapshotWrite]
