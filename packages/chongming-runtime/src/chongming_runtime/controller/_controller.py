@@ -55,6 +55,7 @@ from chongming_runtime.controller._scheduling_lock import SchedulingLock
 from chongming_runtime.executors._base import Executor
 from chongming_runtime.executors.thread import ThreadExecutor
 from chongming_runtime.persistence._commands import CommandPoller
+from chongming_runtime.persistence._start_gate import StartGate
 from chongming_runtime.persistence._writer import StoreWriter
 from chongming_runtime.pipeline._coordinator import PipelineCoordinator, PipelineRun
 from chongming_runtime.pipeline._definition import Pipeline
@@ -232,6 +233,9 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
         self._next_renewal = self.clock.monotonic() + self.lease_ttl / 3
         self._ticking = False
         self._writer = StoreWriter(self.store, clock=self.clock, decorate=self._stamp_lease)
+        # a body begins once its task's row is in the store; an in-memory store lives and
+        # dies with this process, so its bodies need not wait for it (D105)
+        self._start_gate = None if self.store.writes_in_memory else StartGate(self._writer)
         self._admission = self._admit  # one bound method shared by every run
         self._listening: tuple[Controller] = (self,)
         self._tick_timer: TimerHandle | None = None
@@ -465,6 +469,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
             listeners=self._listening,
             admission=self._admission,
             stored_outcome=self.store.stored_outcome,  # the store decides a result (D68)
+            launch_gate=self._start_gate,
         )
         task_id = machine.task_id
         with self._lock:

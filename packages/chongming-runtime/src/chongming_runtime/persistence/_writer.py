@@ -27,6 +27,11 @@ make every later recorder wait the same way (a lock convoy, which doubled the co
 of a short task with four threads finishing tasks). A flush moves the inbox, in
 order, into its pending writes.
 
+A run may also wait for its row, without blocking anyone: `when_stored` calls back
+once a flush has stored a task at a version (or the task is another writer's now),
+never because a flush failed or found the store locked, and wakes the background
+thread at once, so the starts recorded meanwhile share that flush's commit (D105).
+
 A failing store never fails a task: the writes stay pending, the failure is
 kept in `failures` (the latest 20), and the next successful flush brings the
 store up to the current truth. A version conflict means another process wrote
@@ -191,6 +196,10 @@ class StoreWriter:
         self._locked = False
         self._closed = False
         self._thread: threading.Thread | None = None
+        # task -> (version, callback) of `when_stored`; at most one per task (one attempt
+        # of a run starts at a time); `_gate_lock` orders a registration against a flush
+        self._gates: dict[str, tuple[int, Callable[[], None]]] = {}
+        self._gate_lock = threading.Lock()
 
     # ------------------------------------------------------------------ reporting
     @property
@@ -297,6 +306,41 @@ class StoreWriter:
                 update = _merge(earlier, update)
             self._touches[update.task_id] = update
         self._ensure_thread()
+
+    def when_stored(self, task_id: str, version: int, callback: Callable[[], None]) -> bool:
+        """Call `callback` once the store holds `task_id` at `version` or later, written by
+        this writer (or once another writer owns the task, D27). True, and no call, when
+        that is so already. Otherwise `callback` is called by the thread of the flush that
+        stored it — never by one that failed or found the store locked — and the
+        background thread flushes at once. A later call for the same task replaces this
+        one (a run starts one attempt at a time)."""
+        with self._gate_lock:  # registered, then checked: a flush storing it meanwhile sees it
+            self._gates[task_id] = (version, callback)
+            ready = self._stored_version.get(task_id, -1) >= version or task_id in self._diverged
+            if ready:
+                del self._gates[task_id]
+        if ready:
+            return True
+        if self._closed:  # no background thread any more: flush here
+            self._flush(None)
+        else:
+            self._ensure_thread()
+            self._urgent.set()
+            self._wake.set()
+        return False
+
+    def _open_gates(self) -> None:
+        """Call back every `when_stored` whose write is stored (or whose task diverged)."""
+        stored = self._stored_version
+        diverged = self._diverged
+        with self._gate_lock:
+            opened = [
+                task_id
+                for task_id, (version, _) in self._gates.items()
+                if stored.get(task_id, -1) >= version or task_id in diverged
+            ]
+            callbacks = [self._gates.pop(task_id)[1] for task_id in opened]
+        call_each(callbacks, _log, "a stored-write callback failed")
 
     # ------------------------------------------------------------------ flushing
     def flush(self) -> bool:
@@ -425,7 +469,11 @@ class StoreWriter:
             elif self._locked:
                 callbacks.extend(self._detach_waiters())
         finally:  # even when interrupted: nobody may wait for a write that was taken
-            _tell(callbacks)
+            try:
+                _tell(callbacks)
+            finally:
+                if self._gates:
+                    self._open_gates()
         return ok
 
     def _detach_waiters(self) -> list[Callable[[], None]]:
