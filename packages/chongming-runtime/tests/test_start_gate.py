@@ -213,7 +213,7 @@ def test_the_gate_launches_at_once_on_the_callers_thread_when_the_row_is_in(
     machine = _starting(writer, "t")
     assert writer.flush()
     launches = Launches()
-    StartGate(writer)("t", machine.version, launches.launch("t"))
+    StartGate(writer).carry("t", machine.version, launches.launch("t"))
     assert launches.ran == [("t", threading.current_thread())]
 
 
@@ -226,7 +226,7 @@ def test_the_gate_launches_in_order_on_a_thread_that_did_not_flush(
     launches = Launches()
     names = [f"t{i}" for i in range(5)]
     for name in names:
-        gate(name, _starting(writer, name).version, launches.launch(name))
+        gate.carry(name, _starting(writer, name).version, launches.launch(name))
     wait_until(lambda: writer.failures, "a failed flush")
     assert launches.ran == []
     store.down = False
@@ -235,6 +235,20 @@ def test_the_gate_launches_in_order_on_a_thread_that_did_not_flush(
     flushers = set(store.committers)
     assert not flushers & {thread for _, thread in launches.ran}
     assert threading.current_thread() not in {thread for _, thread in launches.ran}
+
+
+def test_a_hand_off_is_made_by_the_thread_that_flushed(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
+    store = _down()
+    writer, machine = _writer_of(make_writer, store, retry_interval=0.02)
+    launches = Launches()
+    StartGate(writer).hand_off("t", machine.version, launches.launch("t"))
+    wait_until(lambda: writer.failures, "a failed flush")
+    assert launches.ran == []
+    store.down = False
+    assert launches.done.wait(10)
+    assert launches.ran == [("t", store.committers[-1])]  # a thread executor's launch
 
 
 # ------------------------------------------------------------------ through a controller

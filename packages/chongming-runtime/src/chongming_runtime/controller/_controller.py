@@ -469,7 +469,7 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
             listeners=self._listening,
             admission=self._admission,
             stored_outcome=self.store.stored_outcome,  # the store decides a result (D68)
-            launch_gate=self._start_gate,
+            launch_gate=self._launch_gate(options["executor"]),
         )
         task_id = machine.task_id
         with self._lock:
@@ -488,6 +488,16 @@ class Controller(ControllerControls, ControllerQueries, ControllerFlow):
                 )
             self._runs[task_id] = run
         return run
+
+    def _launch_gate(
+        self, executor: Executor
+    ) -> Callable[[str, int, Callable[[], None]], None] | None:
+        """What a run on `executor` launches its attempts through (D105; none in memory)."""
+        gate = self._start_gate
+        if gate is None:
+            return None
+        # a thread's launch only hands the body to another thread: the flush makes it
+        return gate.hand_off if type(executor) is ThreadExecutor else gate.carry
 
     # ================================================================ pipelines
     def submit_pipeline(self, pipeline: Pipeline) -> PipelineRun:

@@ -9,9 +9,11 @@ recorded meanwhile (the writer flushes at once when asked, so a scheduling round
 costs one commit, not one per task).
 
 The callback comes on the thread that flushed — mostly the writer's own, which must
-never spawn a process or run a body — so it only queues the launch; one other thread
-(from the thread cache) starts the queued launches in order. A row stored already
-opens the gate at once, on the caller's thread, with no thread switch.
+never spawn a process or run a body. A launch that only hands the body to another
+thread (a `ThreadExecutor`'s) is made there (`hand_off`): one thread switch, as
+without the gate. Any other (a child process to spawn) is queued, and one other
+thread from the thread cache starts the queued launches in order (`carry`). A row
+stored already opens the gate at once, on the caller's thread, with no thread switch.
 
 Nothing else is the gate's business: an attempt that ended while it waited (a stop
 and its window, a start timeout, D92) is refused by the launch itself, and a store
@@ -43,10 +45,16 @@ class StartGate:
         self._opened: deque[Callable[[], None]] = deque()  # appended and popped under the GIL
         self._carrying = False  # a thread is starting the opened launches
 
-    def __call__(self, task_id: str, version: int, launch: Callable[[], None]) -> None:
+    def carry(self, task_id: str, version: int, launch: Callable[[], None]) -> None:
         """Call `launch` once the store holds `task_id` at `version` or later: here and now
-        when it does already, else on another thread after the flush that stored it."""
+        when it does already, else on a thread of its own after the flush that stored it."""
         if self._writer.when_stored(task_id, version, partial(self._open, launch)):
+            launch()
+
+    def hand_off(self, task_id: str, version: int, launch: Callable[[], None]) -> None:
+        """`carry` for a `launch` that only hands its body to another thread and returns:
+        made by the thread that flushed."""
+        if self._writer.when_stored(task_id, version, launch):
             launch()
 
     def _open(self, launch: Callable[[], None]) -> None:

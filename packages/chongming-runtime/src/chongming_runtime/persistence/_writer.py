@@ -362,6 +362,8 @@ class StoreWriter:
                 ok = self._flush_held()
             finally:
                 self._flush_lock.release()
+                if self._gates:
+                    self._open_gates()
             if not ok:
                 return False  # the background thread retries after its interval
             if not self._inbox:  # nothing recorded while this flush ran
@@ -386,6 +388,8 @@ class StoreWriter:
             return self._flush_held()
         finally:
             self._flush_lock.release()
+            if self._gates:  # after the lock: a call may record a durable write of its own
+                self._open_gates()
 
     def _take(self, count: int) -> list[Callable[[], None]]:
         """Move the first `count` recorded writes into `_pending` (a task's writes become one
@@ -469,11 +473,7 @@ class StoreWriter:
             elif self._locked:
                 callbacks.extend(self._detach_waiters())
         finally:  # even when interrupted: nobody may wait for a write that was taken
-            try:
-                _tell(callbacks)
-            finally:
-                if self._gates:
-                    self._open_gates()
+            _tell(callbacks)
         return ok
 
     def _detach_waiters(self) -> list[Callable[[], None]]:
