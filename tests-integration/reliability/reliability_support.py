@@ -17,11 +17,20 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 from chongming_cli import main as cli_main
-from chongming_core import FailureKind, TaskSnapshot, TaskStatus, TaskStore, Transition
+from chongming_core import (
+    FailureKind,
+    FakeClock,
+    TaskSnapshot,
+    TaskStatus,
+    TaskStore,
+    Transition,
+)
+from chongming_runtime import Controller, ReconcileReport
 
 HERE = Path(__file__).resolve().parent
 WORKER = HERE / "reliability_worker.py"
@@ -230,6 +239,28 @@ def crash_violations(
         if now is None or now.status is not TaskStatus.LOST:
             found.append(f"{tid}: reported lost but the store has {now!r}")
     return found, len(tasks)
+
+
+def reconcile_past_leases(
+    store: TaskStore, *, lease_ttl: float, owned_buckets: list[int] | None = None
+) -> ReconcileReport:
+    """Reconcile as another node whose clock is past every lease of a dead worker (so
+    nothing waits for a lease to run out); a second reconcile must find nothing more."""
+    clock = FakeClock(datetime.now(UTC) + timedelta(seconds=lease_ttl * 30))
+    controller = Controller(
+        store=store,
+        owner="reconciler",
+        clock=clock,
+        num_buckets=8,
+        owned_buckets=owned_buckets,
+    )
+    try:
+        report = controller.reconcile()
+        again = controller.reconcile()
+    finally:
+        controller.close()
+    assert not again.lost, "a second reconcile found more lost tasks: the first was not complete"
+    return report
 
 
 # ------------------------------------------------------------------ the CLI in-process

@@ -10,13 +10,18 @@ Two roles:
     anything): the suite then checks that everything reported finished is in the store
     exactly so (durable before told).
 
+``start``
+    Submits rounds of tasks whose body marks its beginning with a file and then
+    checkpoints until the test creates that task's go file: the test reads the store
+    from its own process while the body is held there, or kills this process then.
+
 ``contend``
     One of several processes sharing one store: it submits, stops, pauses, resumes and
     queries its own and the other processes' tasks for a bounded time, records every
     exception a call raised, then closes its controller and reports the trajectories of
     the tasks it held.
 
-Both write only JSON lines: ``{"event": ..., ...}``.
+All write only JSON lines: ``{"event": ..., ...}``.
 """
 
 from __future__ import annotations
@@ -288,6 +293,51 @@ def crash(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------ start role
+
+
+def marked(ctx: Any, folder: str) -> str:
+    """Creates ``<folder>/<task id>.began`` first thing, then checkpoints until
+    ``<task id>.go`` exists there (bounded)."""
+    base = os.path.join(folder, ctx.task_id)
+    with open(base + ".began", "x", encoding="utf-8"):
+        pass
+    deadline = time.monotonic() + 60
+    while not os.path.exists(base + ".go"):
+        ctx.checkpoint()
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"no {base}.go within 60 s")
+        time.sleep(0.002)
+    return "went"
+
+
+def start(args: argparse.Namespace) -> int:
+    report = Report(args.report)
+    store = open_store(args)
+    controller = Controller(
+        store=store,
+        owner=args.owner,
+        max_parallel=args.burst,
+        lease_ttl=args.lease_ttl,
+        poll_interval=0.02,
+        graceful_stop=2.0,
+    )
+    controller.register("marked", marked)
+    report.emit("ready")
+    for round_ in range(args.tasks):
+        # a round's tasks start at the same moment, each in its own slot
+        runs = [
+            controller.submit("marked", args.markers, task_id=f"start-{round_}-{i}")
+            for i in range(args.burst)
+        ]
+        for run in runs:
+            report.finished(run.wait(120).snapshot)
+    report.emit("done", persist_failures=[f.error for f in controller.persist_failures])
+    controller.close(timeout=10)
+    store.close()
+    return 0
+
+
 # ------------------------------------------------------------------ contention role
 
 
@@ -381,7 +431,7 @@ def contend(args: argparse.Namespace) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("role", choices=["crash", "contend"])
+    parser.add_argument("role", choices=["crash", "contend", "start"])
     parser.add_argument("--db")
     parser.add_argument("--dsn")
     parser.add_argument("--schema", default="chongming")
@@ -394,9 +444,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tasks", type=int, default=14)
     parser.add_argument("--hold", help="run a task until this file exists")
     parser.add_argument("--duration", type=float, default=3.0)
+    parser.add_argument("--markers", help="where bodies of the start role mark their beginning")
+    parser.add_argument("--burst", type=int, default=4, help="tasks per round (start role)")
     args = parser.parse_args(argv)
     if args.role == "crash":
         return crash(args)
+    if args.role == "start":
+        return start(args)
     return contend(args)
 
 

@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import random
 import time
-from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from chongming_core import FakeClock, TaskStatus, TaskStore
-from chongming_runtime import Controller, ReconcileReport
+from chongming_core import TaskStatus, TaskStore
+from chongming_runtime import ReconcileReport
 from chongming_store_sqlite import SqliteTaskStore
 from reliability.reliability_support import (
     TALLY,
@@ -35,6 +34,7 @@ from reliability.reliability_support import (
     finish,
     finished_lines,
     read_report,
+    reconcile_past_leases,
     seeds,
     told_violations,
     wait_for_line,
@@ -45,21 +45,7 @@ LEASE_TTL = 1.0
 
 def _reconcile(store: TaskStore, *, owned_buckets: list[int] | None = None) -> ReconcileReport:
     """Reconcile as another node whose clock is past every lease of the dead worker."""
-    clock = FakeClock(datetime.now(UTC) + timedelta(seconds=LEASE_TTL * 30))
-    controller = Controller(
-        store=store,
-        owner="reconciler",
-        clock=clock,
-        num_buckets=8,
-        owned_buckets=owned_buckets,
-    )
-    try:
-        report = controller.reconcile()
-        again = controller.reconcile()
-    finally:
-        controller.close()
-    assert not again.lost, "a second reconcile found more lost tasks: the first was not complete"
-    return report
+    return reconcile_past_leases(store, lease_ttl=LEASE_TTL, owned_buckets=owned_buckets)
 
 
 def _kill_at_random(

@@ -137,10 +137,11 @@ def test_wait_and_stop_under_a_lock_held_elsewhere_wait_for_one_lock_timeout(
         outcomes = [run.wait(WAIT) for run in runs]
         waited = time.monotonic()
         assert [o.status for o in outcomes] == [S.SUCCEEDED] * 4
-        # the flush under way when they finished gave up on the lock once: they were told
-        # then, with no attempt of their own, no single-write probes and no touch (it was
-        # 2 waits for one task, 5 for a batch of several)
-        assert store.waits_between(started, waited) == 1
+        # one lock wait for their starts (a body begins only once its row was tried, D105,
+        # D106) and one for their ends: the flush under way when they finished gave up on
+        # the lock once, and they were told then, with no attempt of their own, no
+        # single-write probes and no touch (it was 2 waits for one task, 5 for a batch)
+        assert store.waits_between(started, waited) == 2
         assert waited - started < 2 * BUSY_TIMEOUT + 2.0  # generous: the count is the test
 
         spinning = controller.submit("spin")

@@ -70,6 +70,7 @@ from chongming_runtime.controller._task_options import TaskOptions
 from chongming_runtime.executors._base import Executor
 from chongming_runtime.executors.thread import ThreadExecutor
 from chongming_runtime.persistence._commands import CommandPoller
+from chongming_runtime.persistence._start_gate import StartGate
 from chongming_runtime.persistence._writer import PersistFailure, StoreWriter
 from chongming_runtime.pipeline._coordinator import PipelineCoordinator, PipelineRun
 from chongming_runtime.pipeline._definition import Pipeline
@@ -191,6 +192,9 @@ class Controller:
             writer=self._writer,
             runs=self._held.unfinished,
         )
+        # a body begins once its task's row is in the store; an in-memory store lives and
+        # dies with this process, so its bodies need not wait for it (D105)
+        self._start_gate = None if self.store.writes_in_memory else StartGate(self._writer)
         self._admission = self._scheduler.admit  # one bound method shared by every run
         self._listening: tuple[Controller] = (self,)
         self._pipelines = PipelineCoordinator(
@@ -404,6 +408,7 @@ class Controller:
             listeners=self._listening,
             admission=self._admission,
             stored_outcome=self.store.stored_outcome,  # the store decides a result (D68)
+            launch_gate=self._launch_gate(options["executor"]),
         )
         # a submit or retry that passed the first check while close() took its list of
         # runs would make one that close() never waits for
@@ -535,6 +540,16 @@ class Controller:
     def active_in_bucket(self, bucket: int) -> int:
         """Slots held by tasks of `bucket` in this process."""
         return self._scheduler.active_in_bucket(bucket)
+
+    def _launch_gate(
+        self, executor: Executor
+    ) -> Callable[[str, int, Callable[[], None]], None] | None:
+        """What a run on `executor` launches its attempts through (D105; none in memory)."""
+        gate = self._start_gate
+        if gate is None:
+            return None
+        # a thread's launch only hands the body to another thread: the flush makes it
+        return gate.hand_off if type(executor) is ThreadExecutor else gate.carry
 
     # ================================================================ pipelines
     def submit_pipeline(self, pipeline: Pipeline) -> PipelineRun:

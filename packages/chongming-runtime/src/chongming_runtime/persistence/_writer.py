@@ -27,6 +27,12 @@ make every later recorder wait the same way (a lock convoy, which doubled the co
 of a short task with four threads finishing tasks). A flush moves the inbox, in
 order, into its pending writes.
 
+A run may also wait for its row, without blocking anyone: `when_stored` calls back
+once a flush has stored a task at a version (or the task is another writer's now),
+or tried and failed to (a store failure never holds a task back: D106), and wakes the
+background thread at once, so the starts recorded meanwhile share that flush's commit
+(D105).
+
 A failing store never fails a task: the writes stay pending, the failure is
 kept in `failures` (the latest 20), and the next successful flush brings the
 store up to the current truth. A version conflict means another process wrote
@@ -192,6 +198,12 @@ class StoreWriter:
         self._locked = False
         self._closed = False
         self._thread: threading.Thread | None = None
+        # task -> (version, callback) of `when_stored`; at most one per task (one attempt
+        # of a run starts at a time); `_gate_lock` orders a registration against a flush
+        self._gates: dict[str, tuple[int, Callable[[], None]]] = {}
+        # starts a failed flush tried: opened after it, their rows not stored (D106)
+        self._tried_gates: frozenset[str] = frozenset()
+        self._gate_lock = threading.Lock()
 
     # ------------------------------------------------------------------ reporting
     @property
@@ -299,6 +311,44 @@ class StoreWriter:
             self._touches[update.task_id] = update
         self._ensure_thread()
 
+    def when_stored(self, task_id: str, version: int, callback: Callable[[], None]) -> bool:
+        """Call `callback` once the store holds `task_id` at `version` or later, written by
+        this writer (or once another writer owns the task, D27). True, and no call, when
+        that is so already. Otherwise `callback` is called by the thread of the flush that
+        stored it, and the background thread flushes at once. A flush that tried the write
+        and failed, or found the store locked, calls it too: a store failure never holds a
+        task back (guide §8.9; D106), and the failure is in `failures`. A later call for
+        the same task replaces this one (a run starts one attempt at a time)."""
+        with self._gate_lock:  # registered, then checked: a flush storing it meanwhile sees it
+            self._gates[task_id] = (version, callback)
+            ready = self._stored_version.get(task_id, -1) >= version or task_id in self._diverged
+            if ready:
+                del self._gates[task_id]
+        if ready:
+            return True
+        if self._closed:  # no background thread any more: flush here
+            self._flush(None)
+        else:
+            self._ensure_thread()
+            self._urgent.set()
+            self._wake.set()
+        return False
+
+    def _open_gates(self) -> None:
+        """Call back every `when_stored` whose write is stored (or whose task diverged), and
+        those a failed flush tried (D106)."""
+        stored = self._stored_version
+        diverged = self._diverged
+        with self._gate_lock:
+            tried, self._tried_gates = self._tried_gates, frozenset()
+            opened = [
+                task_id
+                for task_id, (version, _) in self._gates.items()
+                if stored.get(task_id, -1) >= version or task_id in diverged or task_id in tried
+            ]
+            callbacks = [self._gates.pop(task_id)[1] for task_id in opened]
+        call_each(callbacks, _log, "a stored-write callback failed")
+
     # ------------------------------------------------------------------ flushing
     def flush(self) -> bool:
         """Write everything pending now (group commit). Returns True when the store took it all."""
@@ -319,6 +369,8 @@ class StoreWriter:
                 ok = self._flush_held()
             finally:
                 self._flush_lock.release()
+                if self._gates:
+                    self._open_gates()
             if not ok:
                 return False  # the background thread retries after its interval
             if not self._inbox:  # nothing recorded while this flush ran
@@ -343,6 +395,8 @@ class StoreWriter:
             return self._flush_held()
         finally:
             self._flush_lock.release()
+            if self._gates:  # after the lock: a call may record a durable write of its own
+                self._open_gates()
 
     def _take(self, count: int) -> list[Callable[[], None]]:
         """Move the first `count` recorded writes into `_pending` (a task's writes become one
@@ -386,6 +440,9 @@ class StoreWriter:
         in transactions of at most `MAX_BATCH` tasks taken from the inbox one after the
         other (a burst of thousands of writes is never all decoded at once), and the
         touches after the snapshots."""
+        # the starts waiting now: their writes were recorded before they asked, so before
+        # `left` is read, and this flush tries them (a failure opens them all the same)
+        waiting = self._waiting_gates()
         left = len(self._inbox)  # recorded later: left for the next flush
         callbacks: list[Callable[[], None]] = []
         ok = down = False
@@ -423,11 +480,28 @@ class StoreWriter:
             self._healthy = ok
             if ok:
                 self._locked = False
-            elif self._locked:
-                callbacks.extend(self._detach_waiters())
+            else:
+                # the store failed or was locked: the starts it was asked for go ahead (they
+                # would wait as long again); while it is locked, so do those asked meanwhile
+                self._open_tried(None if self._locked else waiting)
+                if self._locked:
+                    callbacks.extend(self._detach_waiters())
         finally:  # even when interrupted: nobody may wait for a write that was taken
             _tell(callbacks)
         return ok
+
+    def _waiting_gates(self) -> frozenset[str]:
+        """The tasks whose start waits for their row now (see `when_stored`)."""
+        if not self._gates:
+            return frozenset()
+        with self._gate_lock:
+            return frozenset(self._gates)
+
+    def _open_tried(self, tried: frozenset[str] | None) -> None:
+        """Have the next `_open_gates` open `tried` (None: every waiting start) though the
+        store did not take their rows."""
+        with self._gate_lock:
+            self._tried_gates = self._tried_gates.union(self._gates if tried is None else tried)
 
     def _detach_waiters(self) -> list[Callable[[], None]]:
         """The durable-write callbacks of writes recorded while a flush found the store

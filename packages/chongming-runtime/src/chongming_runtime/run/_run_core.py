@@ -103,6 +103,7 @@ class RunCore:
     _listeners: tuple[RunListener, ...]
     _outbox: list[RunEvent] | None
     _admission: Callable[[TaskRun], None] | None
+    _launch_gate: Callable[[str, int, Callable[[], None]], None] | None
     _logs: deque[str] | None
     _upstream: Mapping[str, Any] | None
     _stored_outcome: Callable[[Any], Any]

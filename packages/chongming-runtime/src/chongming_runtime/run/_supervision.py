@@ -34,6 +34,7 @@ import logging
 import threading
 from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from typing import TYPE_CHECKING
 
 from chongming_core import (
@@ -268,6 +269,13 @@ class Supervision(Pausing):
         return attempt
 
     def _launch(self, attempt: Attempt) -> None:
+        gate = self._launch_gate
+        if gate is None:
+            self._carry(attempt)
+        else:  # a controller's store: carried once the task's row holds this version (D105)
+            gate(self._task_id, self._machine.version, partial(self._carry, attempt))
+
+    def _carry(self, attempt: Attempt) -> None:
         with self._lock:
             # ended while its `starting` was being told (a stop and its window, a start
             # timeout): it was settled then, and no carrier is started for it (D92)

@@ -90,8 +90,11 @@ class TaskRun(Supervision):
     (R12). A `Controller` may hand in a pre-created `machine` (or a `snapshot` plus
     its `transitions`), an `actor`, `listeners`, and an `admission` callback that
     gates every attempt: it is called when the run is ready to start one, and the
-    controller then calls `dispatch()`; and its store's `stored_outcome`, which turns a
-    returned value into the outcome every reader of that store gets (D68).
+    controller then calls `dispatch()`; its store's `stored_outcome`, which turns a
+    returned value into the outcome every reader of that store gets (D68); and a
+    `launch_gate`, called as ``launch_gate(task_id, version, launch)`` instead of
+    launching an attempt, which calls ``launch()`` once the store holds the task at
+    that version (D105).
 
     Args:
         fn: the body; called as ``fn(ctx, *args, **kwargs)``.
@@ -123,6 +126,7 @@ class TaskRun(Supervision):
         "_fn",
         "_graceful",
         "_kwargs",
+        "_launch_gate",
         "_listeners",
         "_lock",
         "_logs",
@@ -169,6 +173,7 @@ class TaskRun(Supervision):
         listeners: Iterable[RunListener] = (),
         admission: Callable[[TaskRun], None] | None = None,
         stored_outcome: Callable[[Any], Any] | None = None,
+        launch_gate: Callable[[str, int, Callable[[], None]], None] | None = None,
     ) -> None:
         if not callable(fn):
             raise ConfigurationError(f"TaskRun needs a callable task body, got {fn!r}")
@@ -239,6 +244,7 @@ class TaskRun(Supervision):
         self._lock = threading.Lock()
         self._listeners: tuple[RunListener, ...] = tuple(listeners)
         self._admission = admission
+        self._launch_gate = launch_gate
         self._outbox: list[RunEvent] | None = None  # events not yet told to the listeners
         self._delivering = False
         # made when first needed: a queued run holds no event, condition or log buffer
