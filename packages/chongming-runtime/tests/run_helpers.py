@@ -5,7 +5,7 @@ from __future__ import annotations
 from chongming_core import FailureKind, TaskStatus
 from chongming_runtime import TaskRun
 
-__all__ = ["path", "st", "stop_flag", "timeout_kind"]
+__all__ = ["path", "pause_asked", "st", "stop_flag", "timeout_kind"]
 
 
 def path(run: TaskRun) -> list[tuple[TaskStatus, TaskStatus]]:
@@ -30,3 +30,9 @@ def stop_flag(run: TaskRun) -> bool:
     attempt = run._attempt
     assert attempt is not None
     return attempt.control.stop_requested
+
+
+def pause_asked(run: TaskRun) -> bool:
+    """Whether a pause of the run's body is pending (asked, applied or not yet)."""
+    pauses = run._pauses
+    return pauses is not None and pauses.ticket is not None
