@@ -42,9 +42,10 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from chongming_core import (
     ACTIVE_STATUSES,
@@ -74,7 +75,6 @@ from chongming_runtime.executors._base import Executor
 from chongming_runtime.executors.thread import ThreadExecutor
 from chongming_runtime.run._deadlines import RunDeadlines
 from chongming_runtime.run._decision import AttemptEnding, decide
-from chongming_runtime.run._listeners import RunEvent, RunListener
 from chongming_runtime.run._outcome import TaskOutcome
 from chongming_runtime.run._pausing import PauseControl, PauseTicket, pause_window
 from chongming_runtime.support._call_each import call_each
@@ -82,7 +82,7 @@ from chongming_runtime.support._ids import random_hex12
 from chongming_runtime.support._text import refuse_unstorable
 from chongming_runtime.support._thread_cache import hand_over, run_elsewhere
 
-__all__ = ["TaskRun"]
+__all__ = ["RunEvent", "RunListener", "TaskRun"]
 
 _S = TaskStatus
 _log = logging.getLogger("chongming_task.runtime")
@@ -99,6 +99,38 @@ _CANCEL_TRIGGER = "orchestrator:cancel"
 _BEFORE_START = frozenset({_S.PENDING, _S.BLOCKED, _S.QUEUED, _S.RETRY_WAIT})
 #: where a pause applies at once and holds nothing [R3]
 _WAITING_TO_START = frozenset({_S.QUEUED, _S.RETRY_WAIT})
+
+
+@runtime_checkable
+class RunListener(Protocol):
+    """Observes one or more runs (a `Controller`, a store writer, a dashboard).
+
+    Listeners are called **after** the change and **outside** the run's lock, in the
+    order the changes happened, by one thread at a time. A listener may therefore
+    call back into the run (``stop()``, ``snapshot``) without any risk of deadlock;
+    a slow listener only delays the next notification. ``wait()`` returns only after
+    every listener has seen the terminal transition ("durable before told").
+    """
+
+    def on_transition(self, run: TaskRun, transition: Transition, snapshot: TaskSnapshot) -> None:
+        """A status change (`snapshot` is the task right after it, side fields included)."""
+        ...
+
+    def on_side_update(self, run: TaskRun, snapshot: TaskSnapshot) -> None:
+        """A side-path change (progress) that did not bump ``status_version``.
+
+        Heartbeats are not pushed (they happen at every checkpoint): read
+        ``run.snapshot.last_heartbeat_at`` when flushing, e.g. every ``touch_interval``.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    """One queued notification: a transition, or a side update when `transition` is None."""
+
+    snapshot: TaskSnapshot
+    transition: Transition | None = None
 
 
 def _seconds(name: str, value: Any) -> float:
