@@ -2,9 +2,9 @@
 
 Every deadline is a timer on the run's `Clock` (one timer structure per
 supervisor, never a sleeping thread per task). `RunDeadlines` keeps them for one
-run, which makes it when it first needs a deadline: a run without timeouts that
-is never stopped while running makes none, and a start timeout is the only timer
-a queued run may hold. It acts on its run through `TimedRun`.
+run, which makes it when it first needs a deadline: a run without timeouts whose
+running body is never stopped or cancelled makes none, and a start timeout is the
+only timer a queued run may hold. It acts on its run through `TimedRun`.
 
 * The per-attempt budget counts running time only: its remainder is kept at a
   pause and re-armed on resume; the idle clock restarts on resume.
