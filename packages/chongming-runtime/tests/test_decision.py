@@ -51,6 +51,11 @@ def abandoned(**facts: Any) -> AttemptEnding:
     return dataclasses.replace(ending(**facts), result=None)
 
 
+def unbegun(**facts: Any) -> AttemptEnding:
+    """The graceful window passed before the body began: none runs, and none ever will."""
+    return dataclasses.replace(ending(**facts), result=None, began=False)
+
+
 def raised(exc: BaseException) -> AttemptResult:
     return AttemptResult.raised(exc)
 
@@ -402,6 +407,50 @@ ROWS: list[tuple[str, AttemptEnding, TaskStatus, FailureKind | None, bool | None
         "the body did not stop within the graceful window of 5s after the stop request "
         "(ops); its thread was abandoned and may still be running (result unknown)",
     ),
+    # --- a graceful window that passed before the body began (D55, D92, D103)
+    (
+        "D103-window-passed-before-the-body-after-stop-is-stopped",
+        unbegun(status=_S.STOPPING, stop_reason="ops"),
+        _S.STOPPED,
+        _K.CANCELLED,
+        False,
+        "stopped: ops; its body had not begun when the graceful window of 5s passed, and "
+        "now never will",
+    ),
+    (
+        "D103-window-passed-before-the-body-after-stop-without-reason",
+        unbegun(status=_S.STOPPING),
+        _S.STOPPED,
+        _K.CANCELLED,
+        False,
+        "stopped on request; its body had not begun when the graceful window of 5s passed, "
+        "and now never will",
+    ),
+    (
+        "D103-window-passed-before-the-body-after-cancel-is-cancelled",
+        unbegun(cancel_reason="upstream"),
+        _S.CANCELLED,
+        _K.CANCELLED,
+        False,
+        "cancelled: upstream",
+    ),
+    (
+        "D103-window-passed-before-the-body-after-cancel-then-stop-is-a-stop",
+        unbegun(status=_S.STOPPING, cancel_reason="upstream", stop_reason="ops"),
+        _S.STOPPED,
+        _K.CANCELLED,
+        False,
+        "stopped: ops; its body had not begun when the graceful window of 5s passed, and "
+        "now never will",
+    ),
+    (
+        "D103-window-passed-before-the-body-after-timeout-is-the-timeouts",
+        unbegun(timeout_kind=_K.TIMEOUT_ATTEMPT, timeout_message=_PER_ATTEMPT),
+        _S.RETRY_WAIT,
+        _K.TIMEOUT_ATTEMPT,
+        True,
+        _PER_ATTEMPT,
+    ),
     # --- process attempts (§7.4, R9)
     (
         "R9-killed-after-stop-is-stopped",
@@ -543,7 +592,13 @@ def test_reasons_the_transitions_record() -> None:
     cancel = decide(ending(AttemptResult.cancelled(), cancel_reason="upstream"))
     queued = decide(ending(status=_S.QUEUED, start_timeout=_START))
     failed = decide(ending(raised(KeyError("k"))))
-    assert (stop.reason, killed.reason, cancel.reason) == ("ops", "x", "upstream")
+    never = decide(unbegun(status=_S.STOPPING, stop_reason="ops"))
+    assert (stop.reason, killed.reason, cancel.reason, never.reason) == (
+        "ops",
+        "x",
+        "upstream",
+        "ops",
+    )
     assert queued.reason == _START.message
     assert failed.reason is None  # the state machine records the failure's message
 

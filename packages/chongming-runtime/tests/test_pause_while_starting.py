@@ -35,7 +35,7 @@ from chongming_runtime import ProcessExecutor, TaskRun, ThreadExecutor
 from chongming_runtime.executors import process as process_executor
 from chongming_runtime.testing import wait_until
 from pause_helpers import TESTS, Steps, moves, still_for
-from run_helpers import path, st
+from run_helpers import path, pause_asked, st
 
 S = TaskStatus
 KINDS = ["process", "thread"]
@@ -150,9 +150,7 @@ class SlowStart:
             target=lambda: result.append(self.run.pause(timeout, actor=actor)), daemon=True
         )
         caller.start()
-        wait_until(
-            lambda: self.run._pause_ticket is not None or bool(result), "the pause to be asked"
-        )
+        wait_until(lambda: pause_asked(self.run) or bool(result), "the pause to be asked")
 
         def outcome() -> bool:
             caller.join(30)

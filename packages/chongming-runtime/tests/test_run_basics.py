@@ -506,7 +506,7 @@ def test_admission_gates_every_attempt() -> None:
 def test_ctrl_c_in_a_listener_on_the_main_thread_finishes_the_batch_and_hands_on_the_rest() -> None:
     """A KeyboardInterrupt raised by a listener while the main thread tells events is raised
     once the batch under way is told; events queued meanwhile are told by another thread."""
-    from chongming_runtime.run._listeners import RunEvent
+    from chongming_runtime.run._task_run import RunEvent
 
     run = TaskRun(lambda ctx: None)
     heard: list[str] = []

@@ -134,7 +134,8 @@ def test_a_queued_run_holds_no_event_condition_log_buffer_or_timer(
     assert queued.status is S.QUEUED
     assert not hasattr(queued, "__dict__")  # slots only
     assert queued._finished is None
-    assert queued._cond is None
+    assert queued._pauses is None  # no pause control, so no condition to hold a body
+    assert queued._deadlines is None
     assert queued._logs is None
     assert queued.logs == ()
     assert clock.pending_timers == timers  # no timer for a queued task without a start timeout

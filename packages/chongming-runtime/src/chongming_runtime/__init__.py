@@ -37,9 +37,9 @@ from chongming_runtime.pipeline._coordinator import PipelineOutcome as PipelineO
 from chongming_runtime.pipeline._coordinator import PipelineRun as PipelineRun
 from chongming_runtime.pipeline._definition import Pipeline as Pipeline
 from chongming_runtime.pipeline._definition import PipelineNode as PipelineNode
-from chongming_runtime.run._listeners import RunListener as RunListener
 from chongming_runtime.run._outcome import TaskOutcome as TaskOutcome
 from chongming_runtime.run._run_task import run_task as run_task
+from chongming_runtime.run._task_run import RunListener as RunListener
 from chongming_runtime.run._task_run import TaskRun as TaskRun
 
 __version__ = "0.1.0"

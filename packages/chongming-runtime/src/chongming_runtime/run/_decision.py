@@ -22,7 +22,9 @@ The rules (rulings in brackets):
 * A timeout's failure carries its kind and whatever the body did next [R2]; a start
   timeout before launch cancels the task, after it fails the attempt [R1].
 * A body that did not unwind within its graceful window and may still run -> ``lost``,
-  retryable (D54).
+  retryable (D54). A window that passed before the body began ends the attempt as if
+  the body had unwound at once: after a stop ``stopped`` (kind ``cancelled``, "now
+  never will"), otherwise as ``TaskCancelled`` would (D55, D92, D103).
 * A failure is retried (``retry_wait``) only when the policy deems it retryable, no
   cancellation is pending, the task is ``starting``/``running`` (never after a stop)
   and the budget has an attempt left (§5).
@@ -51,6 +53,8 @@ _S = TaskStatus
 #: ``retry_wait`` after an attempt whose body never began (D91; the run asks only then)
 _BEFORE_LAUNCH = frozenset({_S.PENDING, _S.BLOCKED, _S.QUEUED, _S.RETRY_WAIT})
 _MAY_RETRY = frozenset({_S.STARTING, _S.RUNNING})
+#: how an attempt ends whose body never began when its graceful window passed (D103)
+_UNWOUND = AttemptResult.cancelled()
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +77,8 @@ class AttemptEnding:
         timeout_message: what that timeout said.
         forced: the carrier was ended by force when its graceful window passed.
         began: the attempt's body had begun (a child process ended by force while still
-            starting had no body to stop, D90/D92).
+            starting had no body to stop, D90/D92; a window that passed before it began
+            leaves no body running, D103).
         value_refused: the ``result_invalid`` failure of a value the store cannot keep.
         start_timeout: the failure of a start timeout that expired before the body began.
     """
@@ -126,9 +131,13 @@ def decide(ending: AttemptEnding) -> Decision:
             return Decision(_S.CANCELLED, failure, reason=failure.message)
         return _retry_or_fail(ending, ending.start_timeout)
     result = ending.result
-    if result is None:
-        return Decision(_S.LOST, _abandoned(ending))
     stopping = ending.status is _S.STOPPING
+    if result is None:  # the graceful window passed
+        if ending.began:
+            return Decision(_S.LOST, _abandoned(ending))
+        if stopping:
+            return Decision(_S.STOPPED, _never_begun(ending), reason=ending.stop_reason)
+        result = _UNWOUND  # no body began, and none will: as if it unwound at once (D55)
     kind = result.kind
     # a value returned after a timeout asked the body to stop is the timeout's failure
     # (§6, R2); after an operator's stop it is the task's end (stopping -> succeeded)
@@ -198,6 +207,15 @@ def _killed_after_stop(ending: AttemptEnding, result: AttemptResult) -> Failure:
         )
     requested = _stopped(ending.stop_reason).message
     return Failure.of(FailureKind.CANCELLED, f"{requested}; {how}", retryable=False)
+
+
+def _never_begun(ending: AttemptEnding) -> Failure:
+    """The failure of a stop whose graceful window passed before the body began (D92)."""
+    how = f"its body had not begun when the graceful window of {ending.graceful:g}s passed"
+    requested = _stopped(ending.stop_reason).message
+    return Failure.of(
+        FailureKind.CANCELLED, f"{requested}; {how}, and now never will", retryable=False
+    )
 
 
 def _timed_out(ending: AttemptEnding, kind: FailureKind, result: AttemptResult) -> Failure:

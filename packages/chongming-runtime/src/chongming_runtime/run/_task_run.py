@@ -6,31 +6,55 @@ timers and the task's own thread all act on it. No thread ever sleeps on behalf
 of a waiting task: every deadline (start/attempt/idle timeouts, backoff,
 graceful-stop and pause windows) is a timer on the injected `Clock`.
 
-Lifecycle decisions live in `Supervision` (``_supervision.py``, with its deadlines
-in ``_deadlines.py`` and pause/resume in ``_pausing.py``); this module holds the
-public surface and the attempt bookkeeping.
+`TaskRun` supervises: it starts and dispatches attempts, takes the executor's
+reports, enacts what `decide` (``_decision.py``) says an attempt's end means,
+waits to retry, stops and cancels, and tells its listeners. It owns two
+collaborators, each made when first needed: `RunDeadlines` (``_deadlines.py``:
+start/attempt/idle timeouts and the graceful window) and `PauseControl`
+(``_pausing.py``: pausing the body and resuming it). Each acts on the run
+through a narrow protocol (`TimedRun`, `PausableRun`) rather than as a part of
+it. The rules (rulings in brackets):
+
+* Stop is request -> graceful window -> fallback. Not yet running (pending,
+  queued, retry_wait, paused before start) -> ``stopped`` at once. Running ->
+  ``stopping``; the body unwinds at a checkpoint -> ``stopped`` (kind
+  ``cancelled``); it returns a value -> ``succeeded``; the window passes -> a
+  thread is abandoned (``lost``) while a process is terminated, then killed
+  (``stopped``) [R9]. A task paused in place goes ``paused -> running ->
+  stopping`` because its body is still on the stack [R3].
+* Queued/retry-waiting tasks pause at once and hold nothing (no admission, no
+  backoff, no start clock); they resume to ``queued`` [R3].
+* Retries: ``retry_wait`` with the backoff as a clock timer; ``TaskCancelled`` is
+  never retried; a stop never retries.
 
 A run that waits (queued, blocked, retry_wait) costs memory only, and little of
-it: the class has ``__slots__``, and the condition, the events and the log
-buffer are made when first needed (the first attempt, the first ``wait()``).
+it: the class has ``__slots__``, and the deadlines, the pause control, the
+events and the log buffer are made when first needed (a timeout or a stop, the
+first pause of a body, the first ``wait()``, the first log line).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from chongming_core import (
+    ACTIVE_STATUSES,
     SYSTEM_CLOCK,
     Clock,
     ConfigurationError,
+    Failure,
+    FailureKind,
     Progress,
     RetryPolicy,
     StateMachine,
@@ -38,6 +62,7 @@ from chongming_core import (
     TaskSnapshot,
     TaskStatus,
     Timeout,
+    TimerHandle,
     Transition,
     get_task_spec,
     validate_tags,
@@ -45,17 +70,20 @@ from chongming_core import (
 from chongming_core.backend import portable_json
 from chongming_runtime.body._context import LOG_LINES_KEPT, RuntimeContext
 from chongming_runtime.body._control import AttemptControl
-from chongming_runtime.executors._attempt import Attempt
+from chongming_runtime.body._results import keep_result
+from chongming_runtime.executors._attempt import Attempt, AttemptHandle, AttemptResult
 from chongming_runtime.executors._base import Executor
 from chongming_runtime.executors.thread import ThreadExecutor
-from chongming_runtime.run._listeners import RunEvent, RunListener
+from chongming_runtime.run._deadlines import RunDeadlines
+from chongming_runtime.run._decision import AttemptEnding, decide
 from chongming_runtime.run._outcome import TaskOutcome
-from chongming_runtime.run._pausing import pause_window
-from chongming_runtime.run._supervision import Supervision
+from chongming_runtime.run._pausing import PauseControl, PauseTicket, pause_window
+from chongming_runtime.support._call_each import call_each
 from chongming_runtime.support._ids import random_hex12
+from chongming_runtime.support._text import refuse_unstorable
 from chongming_runtime.support._thread_cache import hand_over, run_elsewhere
 
-__all__ = ["TaskRun"]
+__all__ = ["RunEvent", "RunListener", "TaskRun"]
 
 _S = TaskStatus
 _log = logging.getLogger("chongming_task.runtime")
@@ -64,6 +92,46 @@ _log = logging.getLogger("chongming_task.runtime")
 _NO_KWARGS: Mapping[str, Any] = {}
 _ONE_ATTEMPT = RetryPolicy(max_attempts=1)
 _NO_TIMEOUT = Timeout()
+
+# Triggers the runtime adds on top of the state machine's defaults.
+_STOP_TRIGGER = "control:stop"
+_CANCEL_TRIGGER = "orchestrator:cancel"
+
+_BEFORE_START = frozenset({_S.PENDING, _S.BLOCKED, _S.QUEUED, _S.RETRY_WAIT})
+#: where a pause applies at once and holds nothing [R3]
+_WAITING_TO_START = frozenset({_S.QUEUED, _S.RETRY_WAIT})
+
+
+@runtime_checkable
+class RunListener(Protocol):
+    """Observes one or more runs (a `Controller`, a store writer, a dashboard).
+
+    Listeners are called **after** the change and **outside** the run's lock, in the
+    order the changes happened, by one thread at a time. A listener may therefore
+    call back into the run (``stop()``, ``snapshot``) without any risk of deadlock;
+    a slow listener only delays the next notification. ``wait()`` returns only after
+    every listener has seen the terminal transition ("durable before told").
+    """
+
+    def on_transition(self, run: TaskRun, transition: Transition, snapshot: TaskSnapshot) -> None:
+        """A status change (`snapshot` is the task right after it, side fields included)."""
+        ...
+
+    def on_side_update(self, run: TaskRun, snapshot: TaskSnapshot) -> None:
+        """A side-path change (progress) that did not bump ``status_version``.
+
+        Heartbeats are not pushed (they happen at every checkpoint): read
+        ``run.snapshot.last_heartbeat_at`` when flushing, e.g. every ``touch_interval``.
+        """
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    """One queued notification: a transition, or a side update when `transition` is None."""
+
+    snapshot: TaskSnapshot
+    transition: Transition | None = None
 
 
 def _seconds(name: str, value: Any) -> float:
@@ -74,7 +142,7 @@ def _seconds(name: str, value: Any) -> float:
     return float(value)
 
 
-class TaskRun(Supervision):
+class TaskRun:
     """Run one task under supervision: start, wait, stop, pause, resume; thread-safe.
 
     Example::
@@ -112,12 +180,20 @@ class TaskRun(Supervision):
 
     __slots__ = (
         "__weakref__",
+        "_abandoned",
         "_actor",
         "_admission",
+        "_admission_due",
+        "_admitted",
         "_args",
         "_artifact_root",
+        "_attempt",
+        "_backoff_timer",
+        "_cancel_reason",
         "_clock",
+        "_deadlines",
         "_delivering",
+        "_dispatching",
         "_done",
         "_executor",
         "_final",
@@ -134,12 +210,19 @@ class TaskRun(Supervision):
         "_monotonic",
         "_outbox",
         "_pause_window",
+        "_pauses",
         "_policy",
+        "_progress",
+        "_redispatch",
+        "_retry_due",
         "_settled",
+        "_start_requested",
+        "_stop_reason",
         "_stored_outcome",
         "_task_id",
         "_timeout",
         "_upstream",
+        "_wakeup",
     )
 
     def __init__(
@@ -250,12 +333,28 @@ class TaskRun(Supervision):
         # made when first needed: a queued run holds no event, condition or log buffer
         self._done = machine.status.is_terminal
         self._finished: threading.Event | None = None
-        self._wakeup: threading.Event | None = None
+        self._wakeup: threading.Event | None = None  # made by the inline driver
         self._logs: deque[str] | None = None
         self._final: TaskSnapshot | None = None  # the composed terminal snapshot, once told
         self._settled: TaskSnapshot | None = None  # told to every listener, maybe held
         self._finish_holds = 0  # listeners that asked `wait()` to wait for them
-        self._init_supervision()
+        # the lifecycle
+        self._start_requested = False
+        self._admitted = False  # a scheduler's admission, for the next attempt
+        self._admission_due = False  # the scheduler is to be asked, outside the lock
+        self._dispatching = False
+        self._redispatch = False
+        self._retry_due = False
+        self._backoff_timer: TimerHandle | None = None
+        self._attempt: Attempt | None = None
+        #: while an abandoned body still executes on its thread: who waits for it to return
+        self._abandoned: list[Callable[[], None]] | None = None
+        self._progress: Progress | None = None
+        self._stop_reason: str | None = None
+        self._cancel_reason: str | None = None
+        # the collaborators, made when first needed
+        self._deadlines: RunDeadlines | None = None
+        self._pauses: PauseControl | None = None
 
     # ================================================================ public surface
     @property
@@ -365,6 +464,613 @@ class TaskRun(Supervision):
         """The machine's snapshot without the lock, for fields fixed at creation (priority,
         tags, bucket): a reference read is atomic, and those fields never change."""
         return self._machine.snapshot
+
+    # ================================================================ start / dispatch
+    def start(self) -> None:
+        """Start the supervised execution; returns at once (inline: once terminal).
+
+        Raises:
+            ConfigurationError: `start()` was already called, or the task is terminal.
+        """
+        with self._lock:
+            status = self._machine.status
+            if self._start_requested:
+                raise ConfigurationError(
+                    f"TaskRun.start() was already called for task {self._task_id!r}; a run "
+                    "starts once (create a new TaskRun with a new task_id to run it again)"
+                )
+            if status.is_terminal:
+                raise ConfigurationError(
+                    f"task {self._task_id!r} is already {status.value}; it cannot be started"
+                )
+            self._start_requested = True
+            if status in {_S.PENDING, _S.BLOCKED}:
+                self._record(self._machine.mark_queued(actor=self._actor))
+            if self._timeout.start is not None:
+                self._deadlines_made().arm_start()
+        try:
+            self._deliver()
+        except BaseException:  # a listener interrupted the telling: still dispatch it
+            if not self._executor.inline:  # (an inline body would hold the interrupt)
+                self._dispatch()
+            raise
+        if self._executor.inline:
+            self._drive_inline()
+        else:
+            self._dispatch()
+
+    def _start_unless_ended(self) -> None:
+        """`start()` for a run a controller has just made: a stop that reached it first
+        (``stop_all()`` or a stop by id from another thread, between its registration and
+        this call) ended it before its start, and it stays so."""
+        try:
+            self.start()
+        except ConfigurationError:
+            if not self._machine.status.is_terminal:
+                raise
+
+    def dispatch(self) -> None:
+        """Admit the next attempt (for schedulers that passed ``admission=``).
+
+        Does nothing unless the run is queued: a run paused or ended since the scheduler
+        chose it is not started (its admission is void; it asks again when queued).
+        """
+        if self._admit_now():
+            self._kick()
+
+    def _needs_slot(self) -> tuple[TaskStatus, bool]:
+        """The current status, and whether the run needs its execution slot now: it is
+        active, paused in place, or queued with a scheduler's admission. A scheduler asks
+        this rather than trusting a status it was told, which may be out of date."""
+        with self._lock:
+            snap = self._machine.snapshot
+            status = snap.status
+            if status is _S.QUEUED:
+                return status, self._admitted
+            if status is _S.PAUSED:
+                return status, snap.paused_in_place
+            if self._abandoned is not None:  # lost, its body still executing (D54)
+                return status, True
+            return status, status in ACTIVE_STATUSES
+
+    def _when_body_returns(self, callback: Callable[[], None]) -> bool:
+        """Call `callback` once the body abandoned after its graceful window returns (from
+        its thread); False, and no call, when no abandoned body is executing."""
+        with self._lock:
+            if self._abandoned is None:
+                return False
+            self._abandoned.append(callback)
+            return True
+
+    def _admit_now(self) -> bool:
+        """Record the scheduler's admission if the run is queued; False otherwise."""
+        with self._lock:
+            if self._machine.status is not _S.QUEUED:
+                return False
+            self._admitted = True
+            return True
+
+    def _kick(self) -> None:
+        """Take the next step the run is due (an attempt, or asking the scheduler)."""
+        if self._executor.inline:
+            if self._wakeup is not None:
+                self._wakeup.set()
+        else:
+            self._dispatch()
+
+    def _drive_inline(self) -> None:
+        # The inline executor carries every attempt in this (the caller's) thread;
+        # between attempts this thread waits on an event that timers and controls set.
+        wakeup = self._wakeup = threading.Event()
+        while True:
+            wakeup.clear()
+            self._dispatch()
+            if self._machine.status.is_terminal:
+                break
+            wakeup.wait()
+        self._deliver()
+
+    def _dispatch(self) -> None:
+        with self._lock:
+            if self._dispatching:
+                self._redispatch = True
+                return
+            self._dispatching = True
+        try:
+            while True:
+                with self._lock:
+                    self._redispatch = False
+                    attempt = self._next_attempt()
+                    admission_due, self._admission_due = self._admission_due, False
+                try:
+                    self._deliver()
+                except BaseException:
+                    # interrupted while telling (Ctrl-C in a listener on the main thread):
+                    # still queue or launch the run, so it is never left starting or
+                    # unqueued holding its slot
+                    if admission_due and self._admission is not None:
+                        self._admission(self)
+                    if attempt is not None:
+                        self._launch(attempt)
+                    raise
+                if admission_due and self._admission is not None:
+                    self._admission(self)
+                if attempt is not None:
+                    self._launch(attempt)
+                    continue
+                with self._lock:
+                    if not self._redispatch:
+                        self._dispatching = False
+                        return
+        except BaseException:  # interrupted (Ctrl-C in a listener on the main thread)
+            with self._lock:
+                self._dispatching = False
+                again = self._redispatch
+            if again:  # a kick that came meanwhile is never lost: another thread takes it
+                try:
+                    run_elsewhere(self._dispatch, f"chongming-dispatch-{self._task_id}")
+                except Exception:  # no thread to be had: take it here first
+                    self._dispatch()
+            raise
+
+    def _next_attempt(self) -> Attempt | None:
+        """Move to ``starting`` and build the next attempt if one is due. Under the lock."""
+        status = self._machine.status
+        if not self._start_requested:
+            return None
+        if status is _S.RETRY_WAIT:
+            if not self._retry_due:
+                return None
+            self._retry_due = False
+            if self._admission is not None:
+                self._record(self._machine.mark_queued(actor=self._actor, reason="retry due"))
+                self._admitted = False
+                self._admission_due = True
+                return None
+        elif status is _S.QUEUED:
+            if self._admission is not None and not self._admitted:
+                self._admission_due = True
+                return None
+        else:
+            return None
+        self._admitted = False
+        self._record(self._machine.mark_starting(executor=self._executor.name, actor=self._actor))
+        self._progress = None
+        attempt = self._new_attempt()
+        self._attempt = attempt
+        return attempt
+
+    def _launch(self, attempt: Attempt) -> None:
+        gate = self._launch_gate
+        if gate is None:
+            self._carry(attempt)
+        else:  # a controller's store: carried once the task's row holds this version (D105)
+            gate(self._task_id, self._machine.version, partial(self._carry, attempt))
+
+    def _carry(self, attempt: Attempt) -> None:
+        with self._lock:
+            # ended while its `starting` was being told (a stop and its window, a start
+            # timeout): it was settled then, and no carrier is started for it (D92)
+            if attempt.closed:
+                return
+        try:
+            self._executor.launch(attempt)
+        except BaseException as exc:  # e.g. no thread or process could be started
+            self._attempt_finished(attempt, AttemptResult.raised(exc))
+
+    # ================================================================ stop
+    def stop(self, reason: str | None = None, *, actor: str | None = None) -> bool:
+        """Request a stop; never blocks. Returns False when already terminal or stopping."""
+        refuse_unstorable("reason", reason)  # written with the stop
+        who = actor or self._actor
+        with self._lock:
+            machine = self._machine
+            status = machine.status
+            if status.is_terminal or status is _S.STOPPING:
+                return False
+            self._stop_reason = reason
+            paused_in_place = status is _S.PAUSED and machine.snapshot.paused_in_place
+            if status in _BEFORE_START or (status is _S.PAUSED and not paused_in_place):
+                self._record(machine.mark_stopped(actor=who, reason=reason))
+            else:
+                attempt = self._attempt
+                assert attempt is not None
+                if paused_in_place:  # R3: the body is on the stack and must unwind
+                    self._record(
+                        machine.mark_running(actor=who, reason=reason, trigger=_STOP_TRIGGER)
+                    )
+                    self._resume_deadlines(attempt)
+                self._record(machine.mark_stopping(actor=who, reason=reason))
+                if self._pauses is not None:
+                    self._pauses.resolve(False)
+                attempt.control.request_stop(reason)
+                self._ask_to_unwind(attempt)
+        self._deliver()
+        return True
+
+    def cancel(self, reason: str | None = None, *, actor: str | None = None) -> bool:
+        """The orchestration layer gives up on the task (e.g. a pipeline's fail_fast, R16).
+
+        Not yet running -> ``cancelled`` at once. Running -> the attempt's stop flag is
+        set (the status stays ``running``: ``stopping`` belongs to operator stops and has
+        no edge to ``cancelled``) and the task ends ``cancelled`` once the body unwinds;
+        a body that returns its value first ends ``succeeded``. The graceful window and
+        its fallback apply as for a stop. Returns False when terminal or already ending.
+        """
+        who = actor or self._actor
+        text = reason or "cancelled by the orchestration layer"
+        with self._lock:
+            machine = self._machine
+            status = machine.status
+            if status.is_terminal or status is _S.STOPPING or self._cancel_reason is not None:
+                return False
+            self._cancel_reason = text
+            paused_in_place = status is _S.PAUSED and machine.snapshot.paused_in_place
+            if status in _BEFORE_START or (status is _S.PAUSED and not paused_in_place):
+                failure = Failure.of(FailureKind.CANCELLED, f"cancelled: {text}", retryable=False)
+                self._record(machine.mark_cancelled(failure=failure, actor=who, reason=text))
+            else:
+                attempt = self._attempt
+                assert attempt is not None
+                if paused_in_place:  # R3: the body must unwind from its checkpoint
+                    self._record(
+                        machine.mark_running(actor=who, reason=text, trigger=_CANCEL_TRIGGER)
+                    )
+                elif status is _S.PAUSING:
+                    self._record(machine.abort_pause(actor=who, reason=text))
+                if self._pauses is not None:  # a pause under way, or held while starting
+                    self._pauses.resolve(False)
+                attempt.control.request_stop(text)
+                self._ask_to_unwind(attempt)
+        self._deliver()
+        return True
+
+    # ================================================================ pause / resume
+    def pause(self, timeout: float | None = None, *, actor: str | None = None) -> bool:
+        """Request a pause and wait until the body is suspended at a checkpoint.
+
+        Returns True once the task is ``paused``; False when the window (`timeout`,
+        default ``pause_timeout``) passed without a checkpoint (the status goes back to
+        ``running`` with a ``runtime:pause_aborted`` transition), when the executor
+        cannot pause (inline), or when the task cannot be paused now. It returns within
+        its window: a pause already under way with a longer window is not waited for
+        past this one (it goes on, and ends by its own window). A task still
+        ``starting`` stays so until its body begins; the pause is applied then, within
+        the same window, and is withdrawn without a transition if the window ends first.
+
+        Raises:
+            ConfigurationError: `timeout` is not a finite number of seconds > 0.
+        """
+        window = self._pause_window if timeout is None else pause_window(timeout)
+        deadline = self._monotonic() + window
+        ticket, result = self._request_pause(window, deadline, actor)
+        if ticket is None:
+            return result
+        pauses = self._pauses
+        assert pauses is not None  # every ticket is its
+        return pauses.wait(ticket, deadline)
+
+    def _pause_without_waiting(self, *, actor: str | None = None) -> bool:
+        """Request a pause (default window) and return at once: True when the task is paused
+        now or a pause of it is under way (its window ends it; nobody waits for it)."""
+        window = self._pause_window
+        ticket, result = self._request_pause(window, self._monotonic() + window, actor)
+        return ticket is not None or result
+
+    def _request_pause(
+        self, window: float, deadline: float, actor: str | None
+    ) -> tuple[PauseTicket | None, bool]:
+        """Request a pause without waiting for it: the pending ticket (a new one, or the
+        one of a pause already under way), or None and whether the task is paused now.
+        A command applies a pause so, in the order of its batch (D61)."""
+        who = actor or self._actor
+        ticket: PauseTicket | None = None
+        result = False
+        with self._lock:
+            machine = self._machine
+            status = machine.status
+            attempt = self._attempt
+            pending = None if self._pauses is None else self._pauses.ticket
+            if status in _WAITING_TO_START:  # before start: at once, holds nothing
+                self._record(machine.mark_paused(actor=who))
+                self._set_aside()
+                result = True
+            elif status is _S.PAUSED:
+                result = True
+            elif status in {_S.PAUSING, _S.STARTING} and pending is not None:
+                ticket = pending  # under way, or waiting for the body (D90)
+            elif (
+                status in {_S.STARTING, _S.RUNNING}
+                and self._executor.supports_pause
+                and attempt is not None
+                and not attempt.closed
+                and not attempt.control.stop_requested
+            ):
+                ticket = self._pause_control().open(attempt, window, deadline, who)
+        self._deliver()
+        return ticket, result
+
+    def _set_aside(self) -> None:
+        """Paused before start: give up what the run waited with, a scheduler's admission
+        (it ends with the queued state) and its backoff, and keep what is left of its start
+        timeout. Under the lock."""
+        self._admitted = False
+        if self._backoff_timer is not None:
+            self._backoff_timer.cancel()
+            self._backoff_timer = None
+        self._retry_due = False
+        if self._deadlines is not None:
+            self._deadlines.suspend_start()
+
+    def resume(self, *, actor: str | None = None) -> bool:
+        """Withdraw a pause: ``running`` for an in-place pause, ``queued`` for a pause before
+        start (which then starts normally); a pause asked while ``starting`` is dropped
+        before it was applied (the status stays ``starting``, D90). Returns False when not
+        paused, pausing or waiting for a pause to be applied."""
+        who = actor or self._actor
+        with self._lock:
+            machine = self._machine
+            requeued = machine.status is _S.PAUSED and not machine.snapshot.paused_in_place
+            if requeued:
+                self._record(machine.resume(actor=who))
+                if self._deadlines is not None:
+                    self._deadlines.resume_start()
+            elif self._pauses is None or not self._pauses.resume(who):
+                return False
+        self._deliver_then_kick(requeued)  # a run queued again starts normally
+        return True
+
+    # ================================================================ executor callbacks
+    def _attempt_attached(self, attempt: Attempt, handle: AttemptHandle) -> bool:
+        with self._lock:  # ordered against the closing of the attempt (D92)
+            if attempt is not self._attempt or attempt.closed:
+                return False
+            attempt.handle = handle
+            return True
+
+    def _attempt_began(self, attempt: Attempt, pid: int | None, *, in_process: bool) -> bool:
+        with self._lock:
+            if attempt is not self._attempt or attempt.closed:
+                return False
+            status = self._machine.status
+            skip = in_process and (status is _S.STOPPING or self._cancel_reason is not None)
+            if not skip:
+                attempt.started = True
+                attempt.pid = pid
+                now = self._monotonic()
+                attempt.context.last_beat = now
+                deadlines = self._deadlines
+                if deadlines is not None:
+                    deadlines.end_start()
+                if status is _S.STARTING:
+                    running = self._machine.mark_running(
+                        pid=pid, heartbeat_at=self._clock.now(), actor=self._actor
+                    )
+                    attempt.beat_shown = now
+                    self._record(running)
+                    if self._pauses is not None:
+                        self._pauses.apply_held(attempt)  # asked while starting (D90)
+                if status is not _S.STOPPING:
+                    self._arm_deadlines(attempt, now)
+        self._deliver()
+        if skip:  # stopped before its body began: the body never runs
+            self._attempt_finished(attempt, AttemptResult.cancelled())
+            return False
+        return True
+
+    def _attempt_finished(self, attempt: Attempt, result: AttemptResult) -> None:
+        with self._lock:
+            late = attempt is not self._attempt or attempt.closed
+            if late:
+                waiters = self._late_result(attempt)
+            else:
+                why = "the attempt ended before reaching a checkpoint"
+                retry_now = self._end_attempt(attempt, why, result)
+        if late:
+            if waiters:  # what the abandoned body held is free now
+                call_each(waiters, _log, "could not release what an abandoned body held")
+            return
+        self._deliver_then_kick(retry_now)
+
+    def _late_result(self, attempt: Attempt) -> list[Callable[[], None]] | None:
+        """The result of an attempt already closed is ignored; an abandoned body that
+        returns at last gives back who waited for it to return. Call under the lock."""
+        _log.debug("ignoring the late result of closed attempt %s", attempt.number)
+        if not attempt.abandoned:
+            return None
+        waiters, self._abandoned = self._abandoned, None
+        return waiters
+
+    def _attempt_paused_remotely(self, attempt: Attempt, generation: int) -> None:
+        pauses = self._pauses
+        if pauses is not None:  # a child confirms only a pause asked of it
+            pauses.confirm_remote(attempt, generation)
+
+    def _hold_at_checkpoint(self, attempt: Attempt) -> None:
+        """The body reached a checkpoint with a pause requested: hold it there (see
+        `PauseControl.hold`)."""
+        pauses = self._pauses
+        if pauses is not None:  # a pause is requested only by it
+            pauses.hold(attempt)
+
+    # ================================================================ ending an attempt
+    def _end_attempt(
+        self,
+        attempt: Attempt | None,
+        why: str,
+        result: AttemptResult | None = None,
+        *,
+        start_timeout: Failure | None = None,
+    ) -> bool:
+        """End `attempt` as `decide` says: close it, leave a pause (`why` names the reason),
+        and record its end; True when the next attempt is due at once. `result` is how the
+        body ended (None: it did not, its graceful window passed); `attempt` is None for a
+        start timeout that found no attempt under way. Under the lock."""
+        if attempt is not None:
+            self._close_attempt(attempt)
+            if self._pauses is not None:
+                self._pauses.leave(why)
+        return self._conclude(attempt, self._ending(attempt, result, start_timeout=start_timeout))
+
+    def _ending(
+        self,
+        attempt: Attempt | None,
+        result: AttemptResult | None,
+        *,
+        start_timeout: Failure | None = None,
+    ) -> AttemptEnding:
+        """The facts `decide` judges the attempt's end on. Under the lock."""
+        snap = self._machine.snapshot
+        return AttemptEnding(
+            task_id=self._task_id,
+            status=self._machine.status,
+            result=result,
+            attempt=snap.attempt,
+            max_attempts=snap.max_attempts,
+            policy=self._policy,
+            graceful=self._graceful,
+            stop_reason=self._stop_reason,
+            cancel_reason=self._cancel_reason,
+            timeout_kind=None if attempt is None else attempt.timeout_kind,
+            timeout_message=None if attempt is None else attempt.timeout_message,
+            forced=attempt is not None and attempt.forced,
+            began=attempt is not None and attempt.started,
+            start_timeout=start_timeout,
+        )
+
+    def _conclude(self, attempt: Attempt | None, ending: AttemptEnding) -> bool:
+        """Enact what `decide` says of `ending`; True when the next attempt is due at once.
+        Under the lock."""
+        machine = self._machine
+        decision = decide(ending)
+        if decision.keeps_value:
+            assert ending.result is not None
+            # the store decides what it can keep, before anyone is told the task succeeded
+            # (D68); every reader, this process too, then sees the value it keeps (D69)
+            outcome, invalid = keep_result(self._task_id, ending.result.value, self._stored_outcome)
+            if invalid is None:
+                self._record(machine.mark_succeeded(outcome=outcome, actor=self._actor))
+                return False
+            decision = decide(dataclasses.replace(ending, value_refused=invalid))
+        status, failure, reason = decision.status, decision.failure, decision.reason
+        if status is _S.STOPPED:
+            self._record(machine.mark_stopped(failure=failure, actor=self._actor, reason=reason))
+        elif status is _S.CANCELLED:
+            self._record(machine.mark_cancelled(failure=failure, actor=self._actor, reason=reason))
+        elif status is _S.LOST:
+            # its body goes on executing: what its slot stands for stays held until it
+            # returns (D54; see `_when_body_returns`)
+            assert attempt is not None
+            attempt.abandoned = True
+            self._abandoned = []
+            self._record(machine.mark_lost(failure, actor=self._actor))
+        elif status is _S.RETRY_WAIT:
+            assert failure is not None
+            return self._wait_to_retry(failure)
+        else:
+            assert status is _S.FAILED
+            assert failure is not None
+            self._record(machine.mark_failed(failure, actor=self._actor))
+        return False
+
+    def _wait_to_retry(self, failure: Failure) -> bool:
+        """``retry_wait`` with the policy's backoff; True when the retry is due at once."""
+        machine = self._machine
+        delay = max(0.0, float(self._policy.delay_after(machine.snapshot.attempt)))
+        retry_at = self._clock.now() + timedelta(seconds=delay)
+        self._record(machine.mark_retry_wait(failure, retry_at=retry_at, actor=self._actor))
+        if delay <= 0:
+            self._retry_due = True
+            return True
+        self._backoff_timer = self._clock.call_later(delay, self._backoff_due)
+        return False
+
+    def _backoff_due(self) -> None:
+        with self._lock:
+            self._backoff_timer = None
+            if self._machine.status is not _S.RETRY_WAIT:
+                return
+            self._retry_due = True
+        self._kick()
+
+    def _close_attempt(self, attempt: Attempt) -> None:
+        attempt.closed = True
+        attempt.cancel_timers()
+        self._wake_held()
+
+    def _on_terminal(self) -> None:
+        if self._backoff_timer is not None:
+            self._backoff_timer.cancel()
+            self._backoff_timer = None
+        if self._deadlines is not None:
+            self._deadlines.cancel_start()
+        self._retry_due = False
+        pauses = self._pauses
+        if pauses is not None:
+            pauses.resolve(False)
+            pauses.wake_held()
+
+    # ================================================================ deadlines and pauses
+    def _deadlines_made(self) -> RunDeadlines:
+        """The run's deadlines, made when first needed. Under the lock."""
+        deadlines = self._deadlines
+        if deadlines is None:
+            deadlines = self._deadlines = RunDeadlines(self)
+        return deadlines
+
+    @property
+    def _start_origin(self) -> float | None:
+        """When the start timeout begins to count (monotonic; None: at ``start()``)."""
+        deadlines = self._deadlines
+        return None if deadlines is None else deadlines.start_origin
+
+    @_start_origin.setter
+    def _start_origin(self, origin: float | None) -> None:
+        """Set before ``start()``: a pipeline node's start timeout counts from its
+        pipeline's submission, blocked time included (R1)."""
+        if self._timeout.start is not None:
+            self._deadlines_made().start_origin = origin
+
+    def _arm_deadlines(self, attempt: Attempt, now: float) -> None:
+        """The body runs: arm its per-attempt and idle timeouts, if it has any."""
+        timeout = self._timeout
+        if timeout.per_attempt is not None or timeout.idle is not None:
+            self._deadlines_made().arm(attempt, now)
+
+    def _suspend_deadlines(self, attempt: Attempt) -> None:
+        """The body is paused: no timeout runs. Under the lock."""
+        if self._deadlines is not None:
+            self._deadlines.suspend(attempt)
+
+    def _resume_deadlines(self, attempt: Attempt) -> None:
+        """The body runs again after a pause: its idle clock restarts and its timeouts are
+        re-armed with what was left, unless a timeout or a stop already asked it to stop.
+        Under the lock."""
+        if attempt.timeout_kind is not None or attempt.control.stop_requested:
+            return
+        now = self._monotonic()
+        attempt.context.last_beat = now
+        self._arm_deadlines(attempt, now)
+
+    def _ask_to_unwind(self, attempt: Attempt) -> None:
+        """The attempt was asked to stop: its timeouts end, its graceful window begins, and
+        a body held at its checkpoint wakes to see the request. Under the lock."""
+        deadlines = self._deadlines_made()
+        deadlines.cancel(attempt)
+        deadlines.keep_graceful_window(attempt)
+        self._wake_held()
+
+    def _pause_control(self) -> PauseControl:
+        """The run's pause control, made at the first pause of a body. Under the lock."""
+        pauses = self._pauses
+        if pauses is None:
+            pauses = self._pauses = PauseControl(self)
+        return pauses
+
+    def _wake_held(self) -> None:
+        """Wake a body held at its checkpoint to look again. Under the lock."""
+        if self._pauses is not None:
+            self._pauses.wake_held()
 
     # ================================================================ composition
     def _compose(self) -> TaskSnapshot:
@@ -497,6 +1203,15 @@ class TaskRun(Supervision):
                 except Exception:  # no thread to be had: tell them here first
                     self._deliver()
             raise interrupted
+
+    def _deliver_then_kick(self, retry_due: bool) -> None:
+        """`_deliver`, then, when `retry_due`, take the step the run is due (its next
+        attempt; a run queued again), even when a listener interrupts the telling."""
+        try:
+            self._deliver()
+        finally:
+            if retry_due:
+                self._kick()
 
     # ================================================================ attempts
     def _new_attempt(self) -> Attempt:
