@@ -1256,3 +1256,38 @@ def test_a_batch_that_failed_is_kept_in_doubt_while_the_store_cannot_be_asked(
     assert not writer.diverged("a")
     assert not writer.diverged("b")
     assert writer.pending_count == 0
+
+
+def test_a_renewal_while_a_write_is_in_doubt_waits_for_it_and_is_no_conflict(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
+    """A write that went in but answered with an error is in doubt: a touch of the same task
+    in that flush is fenced to no version this writer knows, so it waits until the write is
+    settled (fenced to the version before, it was refused, and the task taken for another
+    writer's: D108)."""
+    store, arm = _answer_lost(StoreError("connection dropped after COMMIT (simulated)"))
+    clock = FakeClock()
+    writer = make_writer(store, clock=clock, flush_interval=0, retry_interval=60)
+    machine = StateMachine.create("t1", "extract", clock=clock)
+    machine.mark_queued()
+    writer.record(machine.snapshot, machine.transitions, durable=True)
+    arm()
+    started = machine.mark_starting()
+    until = clock.now() + timedelta(seconds=30)
+    writer.record(machine.snapshot, (started,))
+    writer.touch(TouchUpdate("t1", lease_owner="me", lease_until=until))
+    assert not writer.flush()  # the write went in; its answer was an error
+    assert not writer.diverged("t1")
+    finished = machine.mark_running(), machine.mark_succeeded(outcome=1)
+    writer.record(machine.snapshot, finished, durable=True)
+    assert writer.flush()
+    assert not writer.diverged("t1")
+    stored = store.get("t1")
+    assert stored is not None
+    assert stored.status is TaskStatus.SUCCEEDED
+    assert [t.to_status for t in store.history("t1")] == [
+        TaskStatus.QUEUED,
+        TaskStatus.STARTING,
+        TaskStatus.RUNNING,
+        TaskStatus.SUCCEEDED,
+    ]

@@ -592,12 +592,18 @@ class StoreWriter:
             self._requeue_touches(touches)
         elif touches:
             # fenced to the version this writer last stored: once another process moved a
-            # task on (reconcile() marked it lost, say), this one's renewals change nothing
+            # task on (reconcile() marked it lost, say), this one's renewals change nothing.
+            # A task whose write failed or is in doubt is at no version this writer knows
+            # yet: its touch waits until that write is settled
+            held_back = {t: u for t, u in touches.items() if t in batch or t in in_doubt}
+            if held_back:
+                self._requeue_touches(held_back)
             fenced = [
                 dataclasses.replace(update, held_version=self._stored_version[task_id])
                 if task_id in self._stored_version
                 else update
                 for task_id, update in touches.items()
+                if task_id not in held_back
             ]
             try:
                 # touches after snapshots: a terminal save must not be overwritten by older
