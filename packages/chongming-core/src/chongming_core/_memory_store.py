@@ -488,7 +488,7 @@ class InMemoryTaskStore(TaskStore):
     def wait_for_change(self, task_id: str, timeout: float) -> bool:
         """See `TaskStore.wait_for_change`: woken by this store's own writes."""
         self._open()
-        return self._changes.wait(task_id, timeout)
+        return self._changes.wait(task_id, timeout, lambda: _has_ended(self.get(task_id)))
 
     # ------------------------------------------------------------------ housekeeping
     def prune(self, keep_terminal: int) -> int:
@@ -546,6 +546,11 @@ class InMemoryTaskStore(TaskStore):
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _has_ended(snapshot: TaskSnapshot | None) -> bool:
+    """Whether `snapshot` is a durable task in a terminal status."""
+    return snapshot is not None and snapshot.durable and snapshot.is_terminal
 
 
 def _is_text(value: object) -> bool:

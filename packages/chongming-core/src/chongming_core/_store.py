@@ -588,9 +588,10 @@ class TaskStore(abc.ABC):
         raise self._no_durable_work()
 
     def wait_for_change(self, task_id: str, timeout: float) -> bool:
-        """Block until a durable task `task_id` may have reached a terminal status (True)
-        or `timeout` seconds pass (False). A hint: read the task to know. On PostgreSQL a
-        terminal save from any process wakes it; elsewhere only one of this process."""
+        """Block until the durable task `task_id` is in a terminal status (True) or `timeout`
+        seconds pass (False); True at once when it already is. On PostgreSQL a terminal
+        save from any process wakes it (``NOTIFY``); elsewhere one of this process does, so
+        a caller waiting on another process's work waits in slices and reads the task."""
         raise self._no_durable_work()
 
     # ------------------------------------------------------------------ housekeeping

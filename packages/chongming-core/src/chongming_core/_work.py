@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -314,20 +314,30 @@ class ChangeSignals:
             if woken:
                 self._cond.notify_all()
 
-    def wait(self, task_id: str, timeout: float) -> bool:
-        """Block until `notify` names `task_id` (True) or `timeout` seconds pass (False)."""
+    def wait(
+        self, task_id: str, timeout: float, finished: Callable[[], bool] | None = None
+    ) -> bool:
+        """Block until `notify` names `task_id` (True) or `timeout` seconds pass (False).
+
+        `finished`, when given, is asked once the wait is registered (so no notification
+        can fall in between): when it says True, so does this, at once.
+        """
         deadline = time.monotonic() + _seconds(timeout)
         with self._cond:
             self._waiting[task_id] = self._waiting.get(task_id, 0) + 1
             start = self._generation.get(task_id, 0)
-            try:
+        try:
+            if finished is not None and finished():
+                return True
+            with self._cond:
                 while self._generation.get(task_id, 0) == start:
                     remaining = deadline - time.monotonic()
                     if remaining <= 0:
                         return False
                     self._cond.wait(remaining)
                 return True
-            finally:
+        finally:
+            with self._cond:
                 self._waiting[task_id] -= 1
                 if not self._waiting[task_id]:
                     del self._waiting[task_id]
