@@ -344,7 +344,7 @@ class DurableWorkContract(ContractBase):
             {"bucket_room": True},
             {"names": "job"},
         ):
-            owner = bad.pop("owner", "w")
+            owner: Any = bad.pop("owner", "w")
             with raises(ConfigurationError, f"ClaimRequest with {bad!r}"):
                 self.request(owner, **bad)
 
