@@ -250,7 +250,7 @@ def test_a_pause_command_that_raises_is_recorded_not_left_to_a_traceback(
         raise RuntimeError("pause bug")
 
     # a pause command is requested on the poller's thread, without waiting (D61)
-    monkeypatch.setattr(TaskRun, "_pause_without_waiting", broken)
+    monkeypatch.setattr(TaskRun, "pause_without_waiting", broken)
     console = controllers(store=store, owner="console")
     console.pause("job-1")
     operation = "the pause command of task 'job-1'"

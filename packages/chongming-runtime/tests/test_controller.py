@@ -280,7 +280,7 @@ def test_a_pause_between_admission_and_start_gives_the_slot_and_the_admission_ba
     gated = _Gated("ABC")
     gates = gated.gates
     controller.register("t", gated.body)
-    original = TaskRun._kick
+    original = TaskRun.kick
     paused_in_window: list[bool] = []
 
     def kick(run: TaskRun) -> None:
@@ -288,7 +288,7 @@ def test_a_pause_between_admission_and_start_gives_the_slot_and_the_admission_ba
             paused_in_window.append(controller.pause("B"))
         original(run)
 
-    monkeypatch.setattr(TaskRun, "_kick", kick)
+    monkeypatch.setattr(TaskRun, "kick", kick)
     runs = {name: controller.submit("t", name, task_id=name) for name in "ABC"}
     gates["A"].set()  # A's finish admits B; B is paused before it starts; C gets the slot
     wait_until(lambda: runs["C"].status is S.RUNNING, "C running")
@@ -745,7 +745,7 @@ def test_two_retries_of_one_run_start_it_once(
     controller.register("x", _fails_once())
     first = controller.submit("x", task_id="once")
     assert first.wait(WAIT).status is S.FAILED
-    original = TaskRun._recipe
+    original = TaskRun.recipe
     inner: list[TaskRun] = []
 
     def recipe(run: TaskRun) -> Any:  # the outer retry is overtaken by another one
@@ -754,7 +754,7 @@ def test_two_retries_of_one_run_start_it_once(
             inner[0] = controller.retry("once")
         return original(run)
 
-    monkeypatch.setattr(TaskRun, "_recipe", recipe)
+    monkeypatch.setattr(TaskRun, "recipe", recipe)
     with pytest.raises(ConfigurationError, match="'once' was retried already"):
         controller.retry("once")
     assert inner[0].wait(WAIT).value == "ran"
@@ -840,14 +840,14 @@ def test_an_interrupted_dispatch_still_starts_the_other_runs_it_had_taken(
             first = controller.submit("noop")
             second = controller.submit("noop")
         assert taken == [first, second]  # admitted with their slots, not started yet
-        real_kick = TaskRun._kick
+        real_kick = TaskRun.kick
 
         def interrupted_after(run: TaskRun) -> None:
             real_kick(run)
             if run is first:
                 raise KeyboardInterrupt  # as a listener on the main thread would (D43)
 
-        monkeypatch.setattr(TaskRun, "_kick", interrupted_after)
+        monkeypatch.setattr(TaskRun, "kick", interrupted_after)
         with pytest.raises(KeyboardInterrupt):
             controller._scheduler.dispatch(taken)
         assert first.wait(WAIT).status is S.SUCCEEDED

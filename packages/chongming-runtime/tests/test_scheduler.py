@@ -46,35 +46,35 @@ class FakeRun:
         self.status = S.STOPPED
         return True
 
-    def _scheduling_snapshot(self) -> TaskSnapshot:
+    def scheduling_snapshot(self) -> TaskSnapshot:
         return self._snapshot
 
-    def _admit_now(self) -> bool:
+    def admit_now(self) -> bool:
         if self.status is not S.QUEUED:
             return False
         self.admitted = True
         return True
 
-    def _kick(self) -> None:
+    def kick(self) -> None:
         if self.kick_error is not None:
             raise self.kick_error
         self.status = S.RUNNING
         self.started.append(self.task_id)
 
-    def _needs_slot(self) -> tuple[TaskStatus, bool]:
+    def needs_slot(self) -> tuple[TaskStatus, bool]:
         if self.status is S.QUEUED:
             return self.status, self.admitted
         if self.body_running:
             return self.status, True
         return self.status, self.status in ACTIVE_STATUSES
 
-    def _when_body_returns(self, callback: Callable[[], None]) -> bool:
+    def when_body_returns(self, callback: Callable[[], None]) -> bool:
         if not self.body_running:
             return False
         self.when_returns.append(callback)
         return True
 
-    def _hold_finish(self) -> Callable[[], None]:
+    def hold_finish(self) -> Callable[[], None]:
         self.finish_holds += 1
         return lambda: None
 

@@ -12,6 +12,7 @@ earlier ones.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -60,26 +61,52 @@ def batch_params(
 
     It applies to two or more writes of distinct tasks; a batch that writes one task
     twice (a create and its save, or a chain of saves) runs statement by statement,
-    so that each item is checked against the ones before it.
+    so that each item is checked against the ones before it. The rows travel as two JSON
+    texts (one of tasks, one of transitions), made by the C encoder from values already
+    checked by `prepare`; a value JSON cannot carry exactly (a float that is not finite)
+    sends the writes statement by statement instead.
     """
     ids = {w.snapshot.task_id for w in writes}
     if len(writes) < 2 or len(ids) != len(writes):
         return None
-    rows = [params for _, params in prepared]
-    batch: dict[str, Any] = {
-        "b_ord": list(range(len(rows))),
-        "b_expect": [w.expect_version for w in writes],
-    }
-    for name in BATCH_TYPES:
-        batch[f"b_{name}"] = [row[name] for row in rows]
-    batch["b_tags"] = [json.dumps(tags, ensure_ascii=False) for tags in batch["b_tags"]]
+    rows: list[dict[str, Any]] = []
+    for order, (write, (_, params)) in enumerate(zip(writes, prepared, strict=True)):
+        row = {name: params[name] for name in BATCH_TYPES}
+        for name in _TIMES:
+            moment = row[name]
+            if moment is not None:
+                row[name] = moment.isoformat()
+        if not math.isfinite(row["paused_seconds"]):
+            return None
+        row["ord"] = order
+        row["expect_version"] = write.expect_version
+        rows.append(row)
     pairs = sorted(
         ((w.snapshot.task_id, t) for w in writes for t in w.transitions),
         key=lambda pair: (pair[1].task_id, pair[1].status_version),
     )
-    batch.update(transition_arrays(t for _, t in pairs))  # checked already; same order
-    batch["t_owner"] = [owner for owner, _ in pairs]
-    return batch
+    transitions = [
+        {
+            "owner": owner,
+            "task_id": t.task_id,
+            "status_version": t.status_version,
+            "from_status": t.from_status.value,
+            "to_status": t.to_status.value,
+            "trigger": t.trigger,
+            "actor": t.actor,
+            "reason": t.reason,
+            "at": t.at.isoformat(),
+        }
+        for owner, t in pairs  # checked by `prepare` already
+    ]
+    return {
+        "rows": json.dumps(rows, ensure_ascii=False),
+        "transitions": json.dumps(transitions, ensure_ascii=False),
+    }
+
+
+#: The task columns that hold times (sent as ISO-8601 text in a batch's JSON rows).
+_TIMES = tuple(name for name, kind in BATCH_TYPES.items() if kind == "timestamptz")
 
 
 def conflict(write: SnapshotWrite, actual: int | None) -> ConcurrencyConflict:

@@ -360,7 +360,7 @@ class Controller:
         self._writer.record(machine.snapshot)
         if not self._poller.started:
             self._poller.start()
-        run._start_unless_ended()  # a stop_all() may have reached it first
+        run.start_unless_ended()  # a stop_all() may have reached it first
         return run
 
     def _new_task_id(self, name: str, task_id: str | None) -> str:
@@ -599,7 +599,7 @@ class Controller:
             finally:  # whatever the write did, what follows the node is decided
                 self._pipelines.node_settled(snapshot)
         else:  # this thread goes on at once; wait() returns once the write is durable
-            self._writer.record(snapshot, (transition,), on_durable=run._hold_finish())
+            self._writer.record(snapshot, (transition,), on_durable=run.hold_finish())
 
     def on_side_update(self, run: TaskRun, snapshot: TaskSnapshot) -> None:
         """Progress is flushed on the touch timer, never per call (R18)."""

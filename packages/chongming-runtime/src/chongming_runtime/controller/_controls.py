@@ -169,9 +169,10 @@ class Controls:
         machine = StateMachine(run.snapshot, run.transitions, clock=self._clock)
         transition = machine.retry(actor=self._owner, reason=reason)
         # the run keeps the function, arguments and options it was made with
-        revived = self._make_run(run._fn, machine, *run._recipe(), replacing=run)
+        fn, args, kwargs, options = run.recipe()
+        revived = self._make_run(fn, machine, args, kwargs, options, replacing=run)
         self._writer.record(machine.snapshot, (transition,))
-        revived._start_unless_ended()  # a stop by id may have reached it first
+        revived.start_unless_ended()  # a stop by id may have reached it first
         return revived
 
     def wait(self, task_id: str, timeout: float | None) -> TaskOutcome:
@@ -241,7 +242,7 @@ class Controls:
         else:
             # requested here and now, before the next command of the batch is applied (a
             # resume right behind it must find it); nobody waits: its window ends it (D61)
-            if run._pause_without_waiting(actor=who):
+            if run.pause_without_waiting(actor=who):
                 return "applied: pause requested"
             done = False
         return "applied" if done else f"ignored: task is {run.status.value}"

@@ -1,8 +1,7 @@
 """`SchedulableRun`: what the scheduler asks of a run, and nothing more.
 
 A `TaskRun` is one. These are the only run methods the `Scheduler` calls, listed in
-one place: the run side may rename them (to public names, say) here and in `TaskRun`
-at once, and nothing else in the scheduler changes.
+one place, so that a change on the run side shows here first.
 """
 
 from __future__ import annotations
@@ -27,28 +26,28 @@ class SchedulableRun(Protocol):
         """Request a stop (a run admitted after the scheduler closed ends so: R4)."""
         ...
 
-    def _scheduling_snapshot(self) -> TaskSnapshot:
+    def scheduling_snapshot(self) -> TaskSnapshot:
         """A snapshot for the fields fixed at creation (priority, tags, bucket), read
         without the run's lock."""
         ...
 
-    def _admit_now(self) -> bool:
+    def admit_now(self) -> bool:
         """Record the admission if the run is still queued; False otherwise (D38)."""
         ...
 
-    def _kick(self) -> None:
+    def kick(self) -> None:
         """Start the admitted attempt (outside the scheduler's lock)."""
         ...
 
-    def _needs_slot(self) -> tuple[TaskStatus, bool]:
+    def needs_slot(self) -> tuple[TaskStatus, bool]:
         """The status now, and whether the run needs its execution slot now."""
         ...
 
-    def _when_body_returns(self, callback: Callable[[], None]) -> bool:
+    def when_body_returns(self, callback: Callable[[], None]) -> bool:
         """Call `callback` once a body abandoned after its graceful window returns; False,
         and no call, when no abandoned body is executing (D54)."""
         ...
 
-    def _hold_finish(self) -> Callable[[], None]:
+    def hold_finish(self) -> Callable[[], None]:
         """Hold ``wait()`` and ``done`` until the returned callable is called."""
         ...

@@ -100,7 +100,7 @@ class Scheduler:
         startable: list[SchedulableRun] | None = None
         with self.lock:
             if self._open:
-                snap = run._scheduling_snapshot()
+                snap = run.scheduling_snapshot()
                 self._ready.push(
                     snap.task_id, priority=snap.priority, tags=snap.tags, bucket=snap.bucket
                 )
@@ -136,7 +136,7 @@ class Scheduler:
             if item is None:
                 return startable
             run = find(item.task_id)
-            if run is None or not run._admit_now():  # admitted with its slot, atomically
+            if run is None or not run.admit_now():  # admitted with its slot, atomically
                 continue
             capacity.acquire(item.task_id, item.tags, item.bucket)
             startable.append(run)
@@ -145,7 +145,7 @@ class Scheduler:
         """Start runs taken by `startable` (admitted, each holding its slot)."""
         for index, ready in enumerate(startable):
             try:
-                ready._kick()
+                ready.kick()
             except Exception:  # one failure must not keep the others from starting
                 _log.exception("could not start task %r", ready.task_id)
             except BaseException:
@@ -185,7 +185,7 @@ class Scheduler:
         started on this thread after its report (D37).
         """
         startable = self.lock.run_or_post(
-            partial(self._account_now, run, task_id), run._hold_finish if ended else None
+            partial(self._account_now, run, task_id), run.hold_finish if ended else None
         )
         if not startable:
             return
@@ -200,7 +200,7 @@ class Scheduler:
         # the run's state now, not the one told: an event can arrive after the run has
         # moved on (another thread was delivering), e.g. a `paused` told after a resume
         # that was admitted and started again
-        now, needs_slot = run._needs_slot()
+        now, needs_slot = run.needs_slot()
         if now is not _QUEUED:
             self._ready.remove(task_id)
         if needs_slot and now.is_terminal:
@@ -208,7 +208,7 @@ class Scheduler:
             # a key of its own (a retry of the task takes a slot of its own), until the
             # body returns (D54)
             held = f"{task_id}\x00abandoned-{id(run)}"  # the run lives while its body runs
-            if run._when_body_returns(partial(self._abandoned_body_returned, held)):
+            if run.when_body_returns(partial(self._abandoned_body_returned, held)):
                 self._capacity.rekey(task_id, held)
                 return []
             needs_slot = False  # it returned meanwhile

@@ -340,12 +340,12 @@ class PipelineCoordinator:
             )
             node.run = run
             node.machine = None
-            run._start_origin = prun._submitted  # the start timeout counts blocked time (R1)
+            run.start_origin = prun._submitted  # the start timeout counts blocked time (R1)
             timer, node.start_timer = node.start_timer, None
         if timer is not None:  # its expiry now finds the node released: a no-op
             timer.cancel()
         # stopped (or cancelled) between its release and its start, it settled already
-        run._start_unless_ended()
+        run.start_unless_ended()
 
     def _skip(self, prun: PipelineRun, node_id: str, failure: Failure) -> None:
         c = self._host

@@ -164,6 +164,12 @@ class TaskRun:
     launching an attempt, which calls ``launch()`` once the store holds the task at
     that version (D105).
 
+    The methods a controller's collaborators call besides those (`admit_now`, `kick`,
+    `needs_slot`, `scheduling_snapshot`, `when_body_returns`, `hold_finish` for its
+    scheduler; `start_unless_ended`, `recipe`, `pause_without_waiting` and
+    `start_origin` for the controller and its pipelines) are that narrow interface:
+    an application starts, waits, stops, pauses and resumes, and needs none of them.
+
     Args:
         fn: the body; called as ``fn(ctx, *args, **kwargs)``.
         args: positional arguments (a tuple; ``ctx`` is injected, do not pass it).
@@ -447,8 +453,11 @@ class TaskRun:
         """The outcome now (meaningful once terminal; see `wait`)."""
         return TaskOutcome.from_snapshot(self.snapshot)
 
-    def _recipe(self) -> tuple[tuple[Any, ...], Mapping[str, Any], dict[str, Any]]:
-        """Arguments and options to run the same body again (`Controller.retry`)."""
+    def recipe(
+        self,
+    ) -> tuple[Callable[..., Any], tuple[Any, ...], Mapping[str, Any], dict[str, Any]]:
+        """The function, arguments and options to run the same body again
+        (`Controller.retry`)."""
         snap = self._machine.snapshot
         options = {
             "executor": self._executor,
@@ -458,9 +467,9 @@ class TaskRun:
             "priority": snap.priority,
             "bucket": snap.bucket,
         }
-        return self._args, self._kwargs, options
+        return self._fn, self._args, self._kwargs, options
 
-    def _scheduling_snapshot(self) -> TaskSnapshot:
+    def scheduling_snapshot(self) -> TaskSnapshot:
         """The machine's snapshot without the lock, for fields fixed at creation (priority,
         tags, bucket): a reference read is atomic, and those fields never change."""
         return self._machine.snapshot
@@ -499,7 +508,7 @@ class TaskRun:
         else:
             self._dispatch()
 
-    def _start_unless_ended(self) -> None:
+    def start_unless_ended(self) -> None:
         """`start()` for a run a controller has just made: a stop that reached it first
         (``stop_all()`` or a stop by id from another thread, between its registration and
         this call) ended it before its start, and it stays so."""
@@ -515,10 +524,10 @@ class TaskRun:
         Does nothing unless the run is queued: a run paused or ended since the scheduler
         chose it is not started (its admission is void; it asks again when queued).
         """
-        if self._admit_now():
-            self._kick()
+        if self.admit_now():
+            self.kick()
 
-    def _needs_slot(self) -> tuple[TaskStatus, bool]:
+    def needs_slot(self) -> tuple[TaskStatus, bool]:
         """The current status, and whether the run needs its execution slot now: it is
         active, paused in place, or queued with a scheduler's admission. A scheduler asks
         this rather than trusting a status it was told, which may be out of date."""
@@ -533,7 +542,7 @@ class TaskRun:
                 return status, True
             return status, status in ACTIVE_STATUSES
 
-    def _when_body_returns(self, callback: Callable[[], None]) -> bool:
+    def when_body_returns(self, callback: Callable[[], None]) -> bool:
         """Call `callback` once the body abandoned after its graceful window returns (from
         its thread); False, and no call, when no abandoned body is executing."""
         with self._lock:
@@ -542,7 +551,7 @@ class TaskRun:
             self._abandoned.append(callback)
             return True
 
-    def _admit_now(self) -> bool:
+    def admit_now(self) -> bool:
         """Record the scheduler's admission if the run is queued; False otherwise."""
         with self._lock:
             if self._machine.status is not _S.QUEUED:
@@ -550,7 +559,7 @@ class TaskRun:
             self._admitted = True
             return True
 
-    def _kick(self) -> None:
+    def kick(self) -> None:
         """Take the next step the run is due (an attempt, or asking the scheduler)."""
         if self._executor.inline:
             if self._wakeup is not None:
@@ -750,7 +759,7 @@ class TaskRun:
         assert pauses is not None  # every ticket is its
         return pauses.wait(ticket, deadline)
 
-    def _pause_without_waiting(self, *, actor: str | None = None) -> bool:
+    def pause_without_waiting(self, *, actor: str | None = None) -> bool:
         """Request a pause (default window) and return at once: True when the task is paused
         now or a pause of it is under way (its window ends it; nobody waits for it)."""
         window = self._pause_window
@@ -959,7 +968,7 @@ class TaskRun:
             self._record(machine.mark_cancelled(failure=failure, actor=self._actor, reason=reason))
         elif status is _S.LOST:
             # its body goes on executing: what its slot stands for stays held until it
-            # returns (D54; see `_when_body_returns`)
+            # returns (D54; see `when_body_returns`)
             assert attempt is not None
             attempt.abandoned = True
             self._abandoned = []
@@ -991,7 +1000,7 @@ class TaskRun:
             if self._machine.status is not _S.RETRY_WAIT:
                 return
             self._retry_due = True
-        self._kick()
+        self.kick()
 
     def _close_attempt(self, attempt: Attempt) -> None:
         attempt.closed = True
@@ -1019,13 +1028,13 @@ class TaskRun:
         return deadlines
 
     @property
-    def _start_origin(self) -> float | None:
+    def start_origin(self) -> float | None:
         """When the start timeout begins to count (monotonic; None: at ``start()``)."""
         deadlines = self._deadlines
         return None if deadlines is None else deadlines.start_origin
 
-    @_start_origin.setter
-    def _start_origin(self, origin: float | None) -> None:
+    @start_origin.setter
+    def start_origin(self, origin: float | None) -> None:
         """Set before ``start()``: a pipeline node's start timeout counts from its
         pipeline's submission, blocked time included (R1)."""
         if self._timeout.start is not None:
@@ -1107,7 +1116,7 @@ class TaskRun:
         else:
             self._outbox.append(event)
 
-    def _hold_finish(self) -> Callable[[], None]:
+    def hold_finish(self) -> Callable[[], None]:
         """For a listener of the terminal transition: ``wait()`` and ``done`` wait until the
         returned callable is called (a store writer calls it once the write is durable)."""
         with self._lock:
@@ -1211,7 +1220,7 @@ class TaskRun:
             self._deliver()
         finally:
             if retry_due:
-                self._kick()
+                self.kick()
 
     # ================================================================ attempts
     def _new_attempt(self) -> Attempt:
