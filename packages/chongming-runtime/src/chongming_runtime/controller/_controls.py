@@ -193,9 +193,12 @@ class Controls:
                     f"task {task_id!r} is still {snapshot.status.value} after {timeout:g}s; "
                     "wait() changed nothing"
                 )
-            time.sleep(
-                delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
-            )
+            pause = delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
+            if snapshot.durable and self._store.supports_durable_work:
+                # woken by its terminal write (a notification on PostgreSQL), else a slice
+                self._store.wait_for_change(task_id, pause)
+            else:
+                time.sleep(pause)
             delay = min(delay * 2, 0.2)
 
     def wait_all(self, timeout: float | None) -> list[TaskOutcome]:

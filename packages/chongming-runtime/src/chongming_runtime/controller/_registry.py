@@ -135,6 +135,10 @@ class TaskRegistry:
             )
         return [self.register_task(fn) for fn in found]
 
+    def find(self, name: str) -> RegisteredTask | None:
+        """The definition of `name`, or None when it is not registered."""
+        return self._tasks.get(name)
+
     def get(self, name: str) -> RegisteredTask:
         """The definition of `name`.
 
