@@ -15,6 +15,12 @@ Two roles:
     checkpoints until the test creates that task's go file: the test reads the store
     from its own process while the body is held there, or kills this process then.
 
+``serve``
+    A worker of durable tasks: registers ``append`` (writes its task id and this
+    worker's owner to the report, then returns) and ``spin`` (checkpoints until
+    stopped), serves them from the shared store until the file ``--hold`` exists, then
+    closes its controller and exits 0 (or until the test kills it).
+
 ``contend``
     One of several processes sharing one store: it submits, stops, pauses, resumes and
     queries its own and the other processes' tasks for a bounded time, records every
@@ -429,9 +435,54 @@ def contend(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------ serve role
+
+
+def serve(args: argparse.Namespace) -> int:
+    report = Report(args.report)
+    store = open_store(args)
+    owned = None
+    if args.owned_buckets:
+        low, high = (int(part) for part in args.owned_buckets.split("-"))
+        owned = range(low, high + 1)
+    controller = Controller(
+        store=store,
+        owner=args.owner,
+        max_parallel=args.burst,
+        lease_ttl=args.lease_ttl,
+        poll_interval=0.02,
+        bucket_policy=BucketPolicy(args.num_buckets),
+        owned_buckets=owned,
+        graceful_stop=2.0,
+    )
+
+    def append(ctx: Any, n: int) -> int:
+        report.emit("ran", task_id=ctx.task_id, owner=args.owner, n=n)
+        time.sleep(0.002)
+        return n
+
+    def spin(ctx: Any) -> None:
+        report.emit("spinning", task_id=ctx.task_id, owner=args.owner)
+        while True:
+            ctx.checkpoint()
+            time.sleep(0.005)
+
+    controller.register("append", append)
+    controller.register("spin", spin)
+    controller.serve()
+    report.emit("ready", owner=args.owner, pid=os.getpid())
+    assert args.hold is not None
+    while not os.path.exists(args.hold):
+        time.sleep(0.02)
+    controller.close(timeout=30)
+    report.emit("closed", owner=args.owner)
+    store.close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("role", choices=["crash", "contend", "start"])
+    parser.add_argument("role", choices=["crash", "contend", "start", "serve"])
     parser.add_argument("--db")
     parser.add_argument("--dsn")
     parser.add_argument("--schema", default="chongming")
@@ -451,6 +502,8 @@ def main(argv: list[str] | None = None) -> int:
         return crash(args)
     if args.role == "start":
         return start(args)
+    if args.role == "serve":
+        return serve(args)
     return contend(args)
 
 

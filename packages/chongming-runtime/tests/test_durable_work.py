@@ -159,9 +159,7 @@ def test_a_worker_claims_only_names_it_registered_and_leaves_the_rest_queued(
     assert feeder.store.served_names(feeder.clock.now()) == frozenset({"scale"})
 
 
-def test_higher_priority_is_claimed_first(
-    closer: Closer, shared: Callable[[], TaskStore]
-) -> None:
+def test_higher_priority_is_claimed_first(closer: Closer, shared: Callable[[], TaskStore]) -> None:
     ledger = Ledger()
     feeder = make(closer, shared(), owner="web")
     low = feeder.enqueue_many("scale", [(i,) for i in range(3)])
@@ -237,9 +235,7 @@ def test_workers_are_visible_live_then_expired_after_close(
     worker.serve()
     assert worker.serving
     rows = worker.store.workers()
-    assert [(r.owner, r.names, r.capacity["max_parallel"]) for r in rows] == [
-        ("w1", ("scale",), 3)
-    ]
+    assert [(r.owner, r.names, r.capacity["max_parallel"]) for r in rows] == [("w1", ("scale",), 3)]
     assert rows[0].is_live(worker.clock.now())
     worker.close()
     assert not worker.serving
