@@ -105,10 +105,11 @@ def test_two_workers_run_every_task_once_and_take_stops_from_the_feeder(
     if split == "disjoint buckets":
         policy = BucketPolicy(BUCKETS)
         for task_id, owner in ran:
-            bucket = feeder.get(task_id).bucket  # type: ignore[union-attr]
-            assert bucket is not None and bucket == policy.bucket_for(
-                feeder.get(task_id).bucket_key  # type: ignore[union-attr, arg-type]
-            )
+            snapshot = feeder.get(task_id)
+            assert snapshot is not None
+            assert snapshot.bucket_key is not None
+            bucket = policy.bucket_for(snapshot.bucket_key)
+            assert snapshot.bucket == bucket
             assert (bucket < 4) == (owner == "worker-0"), (task_id, bucket, owner)
     # a stop from this process reaches each spinning task, on whichever worker holds it
     for task_id in spinning:
@@ -142,8 +143,10 @@ def test_a_worker_killed_with_sigkill_leaves_nothing_running_after_reconcile(
     assert sorted(s.task_id for s in report_.lost) == sorted(held)
     for task_id in held:
         snapshot = feeder.get(task_id)
-        assert snapshot is not None and snapshot.status is S.LOST
-        assert snapshot.failure is not None and "worker-0" in snapshot.failure.message
+        assert snapshot is not None
+        assert snapshot.status is S.LOST
+        assert snapshot.failure is not None
+        assert "worker-0" in snapshot.failure.message
     assert feeder.store.status_counts().get(S.RUNNING, 0) == 0
     (row,) = feeder.store.workers()
     assert (row.owner, row.is_live(feeder.clock.now())) == ("worker-0", False)
