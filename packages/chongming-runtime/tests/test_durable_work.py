@@ -60,8 +60,8 @@ def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[
     """Stores that several controllers share: one in-memory store, or one SQLite file
     opened once per controller (as separate processes would)."""
     if request.param == "memory":
-        store = InMemoryTaskStore()
-        yield lambda: store
+        memory = InMemoryTaskStore()
+        yield lambda: memory
         return
     opened: list[SqliteTaskStore] = []
 
@@ -73,6 +73,10 @@ def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[
     yield open_file
     for store in opened:
         store.close()
+
+
+def serving(controller: Controller) -> bool:
+    return controller.serving
 
 
 def make(closer: Closer, store: TaskStore, **kwargs: Any) -> Controller:
@@ -233,20 +237,21 @@ def test_workers_are_visible_live_then_expired_after_close(
     worker = make(closer, shared(), owner="w1", max_parallel=3, serve=False)
     worker.register("scale", Ledger().body())
     worker.serve()
-    assert worker.serving
+    assert serving(worker)
     rows = worker.store.workers()
     assert [(r.owner, r.names, r.capacity["max_parallel"]) for r in rows] == [("w1", ("scale",), 3)]
     assert rows[0].is_live(worker.clock.now())
     worker.close()
-    assert not worker.serving
+    assert not serving(worker)
     (row,) = worker.store.workers()
     assert not row.is_live(worker.clock.now())
 
 
 def test_serve_needs_a_store_that_keeps_durable_tasks(closer: Closer) -> None:
     class NoDurable(InMemoryTaskStore):
-        supports_durable_work = False
+        pass
 
+    NoDurable.supports_durable_work = False  # a store of another backend, say
     controller = make(closer, NoDurable())
     with pytest.raises(ConfigurationError, match="does not keep durable tasks"):
         controller.serve()
