@@ -257,3 +257,61 @@ def test_serve_needs_a_store_that_keeps_durable_tasks(closer: Closer) -> None:
         controller.serve()
     with pytest.raises(ConfigurationError, match="does not keep durable tasks"):
         controller.enqueue("x")
+
+
+def test_a_waiting_task_is_stopped_paused_and_resumed_in_the_store_by_any_process(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    feeder = make(closer, shared(), owner="web")
+    stopped = feeder.enqueue("scale", 1)
+    paused = feeder.enqueue("scale", 2)
+    assert feeder.stop(stopped, reason="not needed")
+    assert feeder.pause(paused)  # paused before its start: nobody runs it, nothing to confirm
+    assert feeder.get(paused).status is S.PAUSED  # type: ignore[union-attr]
+    ledger = Ledger()
+    worker = make(closer, shared(), owner="w1")
+    worker.register("scale", ledger.body())
+    worker.serve()
+    time.sleep(0.1)  # several claim rounds: neither is claimable
+    assert ledger.ran == []
+    assert feeder.get(stopped).status is S.STOPPED  # type: ignore[union-attr]
+    assert feeder.resume(paused)
+    assert feeder.wait(paused, timeout=WAIT).value == 2
+    assert [task_id for task_id, _ in ledger.ran] == [paused]
+    trail = [(t.to_status, t.actor) for t in feeder.history(stopped)]
+    assert trail == [(S.QUEUED, "web"), (S.STOPPED, "web")]
+
+
+def test_a_stop_that_wins_against_a_claim_keeps_the_body_from_running(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    """The worker claimed the task, then the feeder stopped it before the worker's start
+    was written: the store keeps the stop, and the worker never runs the body."""
+    from chongming_core import ClaimRequest
+
+    ledger = Ledger()
+    feeder = make(closer, shared(), owner="web")
+    task_id = feeder.enqueue("scale", 1)
+    worker = make(closer, shared(), owner="w1")
+    worker.register("scale", ledger.body())
+    now = worker.clock.now()
+    (claimed,) = worker.store.claim_tasks(
+        ClaimRequest(
+            owner="w1",
+            names=frozenset({"scale"}),
+            buckets=None,
+            limit=1,
+            now=now,
+            lease_until=now + timedelta(seconds=30),
+        )
+    )
+    assert feeder.stop(task_id, reason="changed my mind")
+    worker._take_claimed(claimed)  # what the serving loop does with a claim
+    run = worker.run(task_id)
+    assert run is not None
+    assert run.wait(WAIT).status is S.STOPPED
+    assert ledger.ran == []
+    stored = feeder.get(task_id)
+    assert stored is not None
+    assert (stored.status, stored.attempt) == (S.STOPPED, 0)  # the feeder's stop stands
+    assert [t.actor for t in feeder.history(task_id)] == ["web", "web"]

@@ -517,7 +517,7 @@ class Controller:
             history,
             clock=self.clock,
         )
-        run = self._make_run(registered.fn, machine, args, kwargs, options)
+        run = self._make_run(registered.fn, machine, args, kwargs, options, claimed=True)
         self._writer.adopt(snapshot.task_id, snapshot.status_version)
         run.start_unless_ended()
 
@@ -548,6 +548,7 @@ class Controller:
         upstream: Mapping[str, Any] | None = None,
         replacing: TaskRun | None = None,
         pipeline_node: bool = False,
+        claimed: bool = False,
     ) -> TaskRun:
         run = TaskRun(
             fn,
@@ -566,7 +567,7 @@ class Controller:
             listeners=self._listening,
             admission=self._admission,
             stored_outcome=self.store.stored_outcome,  # the store decides a result (D68)
-            launch_gate=self._launch_gate(options["executor"]),
+            launch_gate=self._launch_gate(options["executor"], claimed=claimed),
         )
         # a submit or retry that passed the first check while close() took its list of
         # runs would make one that close() never waits for
@@ -700,14 +701,40 @@ class Controller:
         return self._scheduler.active_in_bucket(bucket)
 
     def _launch_gate(
-        self, executor: Executor
+        self, executor: Executor, *, claimed: bool = False
     ) -> Callable[[str, int, Callable[[], None]], None] | None:
-        """What a run on `executor` launches its attempts through (D105; none in memory)."""
+        """What a run on `executor` launches its attempts through (D105; none in memory).
+
+        A durable task claimed here launches only if its start went in under the claimed
+        version: another writer that changed it first (a stop from another process of a
+        task it found waiting) decides, and the run is stopped before its body begins."""
         gate = self._start_gate
         if gate is None:
-            return None
+            if not claimed:
+                return None
+            # in memory too: the start of a claimed task must have won against any other
+            # writer of the row before its body begins
+            gate = StartGate(self._writer)
         # a thread's launch only hands the body to another thread: the flush makes it
-        return gate.hand_off if type(executor) is ThreadExecutor else gate.carry
+        opened = gate.hand_off if type(executor) is ThreadExecutor else gate.carry
+        if not claimed:
+            return opened
+
+        def launch_if_still_ours(task_id: str, version: int, launch: Callable[[], None]) -> None:
+            def checked() -> None:
+                if self._writer.diverged(task_id):
+                    run = self._held.get(task_id)
+                    if run is not None:
+                        run.stop(
+                            "another process changed the task in the store before it started "
+                            "here; the store's record stands",
+                            actor=self.owner,
+                        )
+                launch()
+
+            opened(task_id, version, checked)
+
+        return launch_if_still_ours
 
     # ================================================================ pipelines
     def submit_pipeline(self, pipeline: Pipeline) -> PipelineRun:
