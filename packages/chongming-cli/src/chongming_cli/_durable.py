@@ -106,7 +106,7 @@ def cmd_submit(args: argparse.Namespace, node: NodeOptions, console: Console) ->
             return EXIT_OK
         console.note(
             f"enqueued task {printable(repr(task_id))} ({printable(args.task)}); waiting for a "
-            f"worker to run it (Ctrl-C leaves it queued)"
+            f"worker to run it (Ctrl-C stops the waiting, not the task)"
         )
         outcome = _wait(controller, task_id, args.timeout, node)
     if args.json:
@@ -284,7 +284,9 @@ def cmd_worker(args: argparse.Namespace, node: NodeOptions, console: Console) ->
     for outcome in outcomes:
         ended[outcome.status.value] = ended.get(outcome.status.value, 0) + 1
     summary = ", ".join(f"{n} {status}" for status, n in sorted(ended.items())) or "none held"
-    console.note(f"worker {printable(controller.owner)} stopped; its tasks: {summary}")
+    console.note(
+        f"worker {printable(controller.owner)} stopped; the tasks it held ended: {summary}"
+    )
     return EXIT_OK
 
 
