@@ -126,20 +126,23 @@ def test_a_worker_fed_by_submit(workspace: Workspace, store: list[str]) -> None:
             "w-1", True, ["add", "boom", "nap", "spin"]
         )  # fmt: skip
         listed = workspace.cli(*store, "nodes").stdout
-        assert "w-1" in listed and "max_parallel=3" in listed and "live" in listed
+        for shown in ("w-1", "max_parallel=3", "live"):
+            assert shown in listed
 
         ok = workspace.cli(
             *store, "submit", "add", "--tasks", "worker_tasks", "--arg", "a=2", "--arg", "b=3",
             "--wait", "--timeout", "30",
         )  # fmt: skip
         assert ok.returncode == 0, ok.stderr
-        assert "succeeded" in ok.stdout and "value:   5" in ok.stdout
+        assert "succeeded" in ok.stdout
+        assert "value:   5" in ok.stdout
         bad = workspace.cli(*store, "submit", "boom", "--wait", "--timeout", "30")
         assert bad.returncode == 3, bad.stderr
-        assert "failed" in bad.stdout and "ValueError: boom" in bad.stdout
+        assert "failed" in bad.stdout
+        assert "ValueError: boom" in bad.stdout
 
         ids = [_submit(workspace, store, "add", "--arg", f"a={n}") for n in range(5)]
-        for n, task_id in enumerate(["early", *ids]):
+        for task_id in ["early", *ids]:
             done = _until(workspace, store, task_id, lambda s: s["status"] == "succeeded")
             assert done["lease_owner"] in (None, "w-1")
         assert _status(workspace, store, ids[3])["arguments"] == {"args": [], "kwargs": {"a": 3}}
@@ -189,7 +192,8 @@ def test_a_second_signal_stops_at_once(workspace: Workspace, store: list[str]) -
 def test_bad_input_gets_one_line(workspace: Workspace, store: list[str]) -> None:
     bad = workspace.cli(*store, "submit", "add", "--tasks", "worker_tasks", "--arg", "a=x")
     assert bad.returncode == 1
-    assert bad.stderr.count("\n") == 1 and "takes a as int" in bad.stderr
+    assert bad.stderr.count("\n") == 1
+    assert "takes a as int" in bad.stderr
     assert "no task" in workspace.cli(*store, "status", "x").stderr  # nothing was written
     for args, said in (
         (["submit", "add", "--delay", "soon"], "not a duration"),
@@ -201,4 +205,5 @@ def test_bad_input_gets_one_line(workspace: Workspace, store: list[str]) -> None
     ):
         done = workspace.cli(*store, *args, timeout=30)
         assert done.returncode == 1, (args, done.stderr)
-        assert said in done.stderr and done.stderr.count("\n") == 1, (args, done.stderr)
+        assert said in done.stderr, (args, done.stderr)
+        assert done.stderr.count("\n") == 1, (args, done.stderr)

@@ -58,7 +58,7 @@ def test_a_moment_without_offset_is_local_time_and_said_so() -> None:
 
 
 def test_a_bad_moment_gives_an_example() -> None:
-    with pytest.raises(ValueError, match="ISO-8601 time; write e.g. 2026-10-02T08:00:00"):
+    with pytest.raises(ValueError, match=r"ISO-8601 time; write e\.g\. 2026-10-02T08:00:00"):
         parse_moment("tomorrow")
 
 
