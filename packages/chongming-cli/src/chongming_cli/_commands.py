@@ -23,7 +23,7 @@ from chongming_cli._output import (
     write_json,
 )
 from chongming_cli._session import NodeOptions, open_controller
-from chongming_cli._waiting import waiting_reasons
+from chongming_cli._waiting import waiting_reason, waiting_reasons
 from chongming_core import TaskSnapshot, TaskStatus, UnreadableRow, unreadable_in
 from chongming_runtime import (
     Controller,
@@ -347,6 +347,7 @@ def cmd_dashboard(args: argparse.Namespace, node: NodeOptions, console: Console)
             controller=controller,
             store_label=node.location.label,
             reconcile_command=suggest(node, "reconcile"),
+            waiting_reason=waiting_reason,
         )
     return result if isinstance(result, int) and not isinstance(result, bool) else EXIT_OK
 
