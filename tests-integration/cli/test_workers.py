@@ -101,7 +101,10 @@ def _worker(workspace: Workspace, store: list[str], *extra: str) -> subprocess.P
     process = workspace.spawn(*store, "--owner", "w-1", "worker", "--tasks", "worker_tasks", *extra)
     assert process.stderr is not None
     line = first_line(process.stderr, timeout=30)
-    assert line.startswith("worker w-1 serves add, boom, nap, spin (every bucket"), line
+    if not line.startswith("worker w-1 serves add, boom, nap, spin (every bucket"):
+        process.kill()
+        out, err = process.communicate()
+        pytest.fail(f"the worker did not start: {line}{err}{out}")
     return process
 
 

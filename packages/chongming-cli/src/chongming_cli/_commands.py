@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -342,12 +343,18 @@ def cmd_dashboard(args: argparse.Namespace, node: NodeOptions, console: Console)
             "the installed chongming-tui has no dashboard (chongming_tui.run_dashboard is "
             'missing); install one that has: pip install -U "chongming-task[tui]"'
         )
+    options: dict[str, Any] = {}
+    try:  # a dashboard without the waiting reasons still opens
+        if "waiting_reason" in inspect.signature(run_dashboard).parameters:
+            options["waiting_reason"] = waiting_reason
+    except (TypeError, ValueError):
+        pass
     with open_controller(node) as controller:
         result = run_dashboard(
             controller=controller,
             store_label=node.location.label,
             reconcile_command=suggest(node, "reconcile"),
-            waiting_reason=waiting_reason,
+            **options,
         )
     return result if isinstance(result, int) and not isinstance(result, bool) else EXIT_OK
 
