@@ -73,7 +73,10 @@ def claim(conn: sqlite3.Connection, request: ClaimRequest) -> list[TaskSnapshot]
     fleet_active = _fleet_active(conn, request, now_us)
     names = json.dumps(sorted(request.names))
     buckets = None if request.buckets is None else json.dumps(sorted(request.buckets))
-    page = max(_MIN_PAGE, request.limit * _PAGE_FACTOR)
+    # with no room per tag or bucket to count, every candidate the query finds is taken:
+    # a page of `limit` rows (each one decoded) is all a claim reads
+    counted = request.tag_room or request.fleet_limits or request.bucket_room is not None
+    page = max(_MIN_PAGE, request.limit * _PAGE_FACTOR) if counted else request.limit
     seen: list[TaskSnapshot] = []
     chosen: list[TaskSnapshot] = []
     after: tuple[int, int] | None = None
