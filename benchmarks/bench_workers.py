@@ -43,7 +43,7 @@ from chongming_store_sqlite import SqliteTaskStore
 
 HERE = Path(__file__).resolve()
 DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
-POLL = 0.02  # the workers' poll interval (SQLite claims; PostgreSQL falls back to it)
+POLL = 0.1  # the workers' poll interval: the default (commands; the claims' fallback)
 TASKS = 10_000
 
 

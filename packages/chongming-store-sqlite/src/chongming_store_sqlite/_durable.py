@@ -36,7 +36,7 @@ from chongming_store_sqlite import _schema as sql
 from chongming_store_sqlite._codec import SNAPSHOT_COLUMNS, dumps, iso, micros, snapshot_from_row
 from chongming_store_sqlite._fetching import fetch_all
 
-__all__ = ["Signals", "claim", "signals_for", "worker_from_row", "worker_row"]
+__all__ = ["Signals", "any_candidate", "claim", "signals_for", "worker_from_row", "worker_row"]
 
 #: Candidates read per page: a few times the room asked for, so that tasks skipped for
 #: their tags or bucket rarely need a second page.
@@ -63,6 +63,26 @@ _FLEET_HOLDERS = (
     "AND task_id IN (SELECT task_id FROM task_tags "
     "WHERE tag IN (SELECT value FROM json_each(?)))"
 )
+
+
+_ANY_CANDIDATE = (
+    "SELECT 1 FROM tasks INDEXED BY tasks_claim "
+    "WHERE durable = 1 AND status = 'queued' "
+    "AND name IN (SELECT value FROM json_each(?)) "
+    "AND (? IS NULL OR bucket IN (SELECT value FROM json_each(?))) "
+    "AND (run_at_us IS NULL OR run_at_us <= ?) "
+    "AND (lease_owner IS NULL OR lease_until_us IS NULL OR lease_until_us <= ?) "
+    "LIMIT 1"
+)
+
+
+def any_candidate(conn: sqlite3.Connection, request: ClaimRequest) -> bool:
+    """Whether `claim` may find anything for `request` (read without the write lock; the
+    claim checks again under it)."""
+    now_us = micros(request.now, "now")
+    names = json.dumps(sorted(request.names))
+    buckets = None if request.buckets is None else json.dumps(sorted(request.buckets))
+    return bool(fetch_all(conn, _ANY_CANDIDATE, (names, buckets, buckets, now_us, now_us)))
 
 
 def claim(conn: sqlite3.Connection, request: ClaimRequest) -> list[TaskSnapshot]:
