@@ -119,6 +119,14 @@ def claim(conn: sqlite3.Connection, request: ClaimRequest) -> list[TaskSnapshot]
     )
     leases = [(request.owner, until_iso, until_us, s.task_id, s.status_version) for s in chosen]
     conn.executemany(sql.LEASE_TASK, leases)
+    stored = {s.task_id: s.tags for s in seen}
+    tagged = [s for s in chosen if s.tags != stored.get(s.task_id)]  # the claimant's tags
+    if tagged:
+        conn.executemany(
+            sql.SET_TAGS,
+            [(dumps(sorted(s.tags)), dumps(sorted(s.tags)), s.task_id) for s in tagged],
+        )
+        conn.executemany(sql.INSERT_TAG, [(s.task_id, tag) for s in tagged for tag in s.tags])
     return [s.evolve(lease_owner=request.owner, lease_until=request.lease_until) for s in chosen]
 
 

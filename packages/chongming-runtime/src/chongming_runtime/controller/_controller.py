@@ -477,6 +477,7 @@ class Controller:
                 clock=self.clock,
                 lease_ttl=self.lease_ttl,
                 names=self._registry.names,
+                default_tags=self._registry.tags_by_name,
                 buckets=self._ownership.query_buckets(),
                 room=self._scheduler.claim_room,
                 take=self._take_claimed,
