@@ -17,7 +17,7 @@ from typing import Any
 
 import psycopg
 
-from chongming_core import ConcurrencyConflict, SnapshotWrite, Transition
+from chongming_core import ConcurrencyConflict, SnapshotWrite, TaskSnapshot, Transition
 from chongming_core.backend import portable_json, version_conflict
 from chongming_store_postgres._codec import (
     snapshot_from_row,
@@ -27,24 +27,34 @@ from chongming_store_postgres._codec import (
 )
 from chongming_store_postgres._queries import BATCH_TYPES, Statements
 
-__all__ = ["Conn", "Prepared", "apply_writes", "conflict", "prepare"]
+__all__ = ["Announce", "Conn", "Prepared", "apply_writes", "conflict", "prepare"]
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 #: A rendered statement and its parameters.
 Prepared = tuple[bytes, dict[str, Any]]
+#: The notification an applied write sends at commit: ``(channel, payload)``, or Nones.
+Announce = Callable[[TaskSnapshot], tuple[str | None, str | None]]
+
+
+def _silent(snapshot: TaskSnapshot) -> tuple[str | None, str | None]:
+    return None, None
 
 
 def prepare(
     writes: Sequence[SnapshotWrite],
     q: Statements,
     stored_outcome: Callable[[Any], object] = portable_json,
+    announce: Announce = _silent,
 ) -> list[Prepared]:
     """The statement of each write; checks every value first (NUL bytes, JSON, times, and
-    the outcome with the store's own `stored_outcome`; by default the shared rules)."""
+    the outcome with the store's own `stored_outcome`; by default the shared rules).
+    `announce` names the notification each write sends when it is applied (none by
+    default)."""
     prepared: list[Prepared] = []
     for write in writes:
         params = snapshot_params(write.snapshot, stored_outcome)
         params.update(transition_arrays(write.transitions))
+        params["notify_channel"], params["notify_payload"] = announce(write.snapshot)
         if write.expect_version is None:
             prepared.append((q.create_task, params))
         else:
@@ -72,6 +82,8 @@ def batch_params(
     }
     for name in BATCH_TYPES:
         batch[f"b_{name}"] = [row[name] for row in rows]
+    batch["b_notify_channel"] = [row["notify_channel"] for row in rows]
+    batch["b_notify_payload"] = [row["notify_payload"] for row in rows]
     batch["b_tags"] = [json.dumps(tags, ensure_ascii=False) for tags in batch["b_tags"]]
     pairs = sorted(
         ((w.snapshot.task_id, t) for w in writes for t in w.transitions),
