@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from chongming_core import ClaimRequest, TaskSnapshot, WorkerRecord
+from chongming_core import ClaimRequest, ConfigurationError, TaskSnapshot, WorkerRecord
 from chongming_core.backend import (
     ChangeSignals,
     UnreadableRow,
@@ -179,17 +179,20 @@ def _worker(row: Sequence[Any]) -> WorkerRecord:
             raise ValueError(f"{what} must be an ISO-8601 time, got {shown(text)}")
         return parse_time(text)
 
-    return WorkerRecord(
-        owner=owner,
-        host=host,
-        pid=pid,
-        buckets=None if buckets is None else tuple(loaded(buckets, "buckets")),
-        names=tuple(loaded(names, "names")),
-        capacity=loaded(capacity, "capacity"),
-        started_at=moment(started, "started_at"),
-        last_seen=moment(seen, "last_seen"),
-        lease_until=moment(until, "lease_until"),
-    )
+    try:
+        return WorkerRecord(
+            owner=owner,
+            host=host,
+            pid=pid,
+            buckets=None if buckets is None else tuple(loaded(buckets, "buckets")),
+            names=tuple(loaded(names, "names")),
+            capacity=loaded(capacity, "capacity"),
+            started_at=moment(started, "started_at"),
+            last_seen=moment(seen, "last_seen"),
+            lease_until=moment(until, "lease_until"),
+        )
+    except ConfigurationError as exc:  # a value of the wrong kind in the row
+        raise ValueError(str(exc)) from None
 
 
 class Signals:
