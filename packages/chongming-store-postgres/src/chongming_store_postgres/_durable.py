@@ -63,7 +63,7 @@ def claim(
                     handed.append(found)
             request = _less(request, handed)
         fleet_active = _fleet_active(conn, q, schema, request)
-        chosen = _choose(conn, q, request, fleet_active)
+        chosen, untagged = _choose(conn, q, request, fleet_active)
         if not chosen:
             return handed
         params = {
@@ -73,6 +73,12 @@ def claim(
             "versions": [s.status_version for s in chosen],
         }
         leased = {row[0] for row in conn.execute(q.lease_tasks, params).fetchall()}
+        tagged = [s for s in chosen if s.task_id in leased and s.task_id in untagged and s.tags]
+        if tagged:  # the claimant's tags of a task enqueued with none (`claim_tags`)
+            with conn.cursor() as cursor:
+                cursor.executemany(
+                    q.set_tags, [{"task_id": s.task_id, "tags": sorted(s.tags)} for s in tagged]
+                )
     owner, until = request.owner, request.lease_until
     return handed + [
         s.evolve(lease_owner=owner, lease_until=until) for s in chosen if s.task_id in leased
@@ -107,13 +113,17 @@ def _fleet_active(conn: Conn, q: Statements, schema: str, request: ClaimRequest)
 
 def _choose(
     conn: Conn, q: Statements, request: ClaimRequest, fleet_active: dict[str, int]
-) -> list[TaskSnapshot]:
-    """Read candidate pages (locked, skipping locked rows) until the room is used up."""
+) -> tuple[list[TaskSnapshot], set[str]]:
+    """Read candidate pages (locked, skipping locked rows) until the room is used up;
+    returns the chosen tasks and the ids of the candidates stored without tags."""
     if request.limit <= 0 or not request.names:
-        return []
+        return [], set()
     if any("\x00" in name for name in request.names):
-        return []  # no stored name can hold one
-    page = max(_MIN_PAGE, request.limit * _PAGE_FACTOR)
+        return [], set()  # no stored name can hold one
+    # with no room per tag or bucket to count, every candidate found is taken: a page of
+    # `limit` rows is all a claim locks (a larger one would hide rows from other claimants)
+    counted = request.tag_room or request.fleet_limits or request.bucket_room is not None
+    page = max(_MIN_PAGE, request.limit * _PAGE_FACTOR) if counted else request.limit
     params: dict[str, Any] = {
         "names": sorted(request.names),
         "buckets": None if request.buckets is None else sorted(request.buckets),
@@ -131,7 +141,7 @@ def _choose(
                 seen.append(found)
         chosen = choose_claims(seen, request, fleet_active)
         if len(chosen) >= request.limit or len(rows) < page:
-            return chosen
+            return chosen, {found.task_id for found in seen if not found.tags}
         last = rows[-1]
         params["after_seq"], params["after_priority"] = last[-1], last[9]  # seq, priority
 

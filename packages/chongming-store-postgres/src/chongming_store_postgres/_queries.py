@@ -7,6 +7,7 @@ parameter ``%(name)s``. `Statements` renders them once per store.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final, LiteralString
 
 from psycopg import sql
@@ -112,7 +113,7 @@ WITH w AS (
     SELECT * FROM json_to_recordset(%(rows)s::json) AS w(ord integer, expect_version bigint,
         notify_channel text, notify_payload text, {batch_columns})
 ), created AS (
-    INSERT INTO {tasks} ({insert_columns})
+    INSERT INTO {tasks} ({batch_insert_columns})
     SELECT {batch_values} FROM w WHERE w.expect_version IS NULL ORDER BY w.ord
     ON CONFLICT (task_id) DO NOTHING
     RETURNING task_id
@@ -293,6 +294,9 @@ UPDATE {tasks} AS k SET lease_owner = %(owner)s, lease_until = %(until)s
 FROM unnest(%(task_ids)s::text[], %(versions)s::bigint[]) AS c(task_id, status_version)
 WHERE k.task_id = c.task_id AND k.status_version = c.status_version AND k.status = 'queued'
 RETURNING k.task_id"""
+
+#: The tags a claim gives a task enqueued with none (the claimant's registered ones).
+SET_TAGS: Final = "UPDATE {tasks} SET tags = %(tags)s::text[] WHERE task_id = %(task_id)s"
 
 #: Give a claim back (the holder's, at its version, still queued) and wake the workers.
 RELEASE_TASK: Final = """
@@ -480,6 +484,8 @@ class Statements:
                 for n in insert_columns
                 if n != "task_id"
             ),
+            # this module's own lowercase column names, unquoted: `SAVE_BATCH` stays short
+            "batch_insert_columns": sql.SQL(", ".join(insert_columns)),
             "batch_columns": sql.SQL(", ").join(
                 sql.SQL(f"{n} {BATCH_TYPES[n]}") for n in insert_columns
             ),
@@ -493,7 +499,9 @@ class Statements:
         }
         self.create_task = self.render(CREATE_TASK)
         self.save_task = self.render(SAVE_TASK)
-        self.save_batch = self.render(SAVE_BATCH)
+        # runs of whitespace folded (the statement has no text literal): it stays within
+        # psycopg's statement cache (4 KiB), so it is converted once, not at every flush
+        self.save_batch = re.sub(rb"\s+", b" ", self.render(SAVE_BATCH)).strip()
         self.task_version = self.render(TASK_VERSION)
         self.get_task = self.render(GET_TASK)
         self.append = self.render(APPEND)
@@ -515,6 +523,7 @@ class Statements:
         self.fleet_active = self.render(FLEET_ACTIVE)
         self.claim_candidates = self.render(CLAIM_CANDIDATES)
         self.lease_tasks = self.render(LEASE_TASKS)
+        self.set_tags = self.render(SET_TAGS)
         self.release_task = self.render(RELEASE_TASK)
         self.upsert_worker = self.render(UPSERT_WORKER)
         self.renew_worker = self.render(RENEW_WORKER)
