@@ -508,14 +508,13 @@ class Controller:
         arguments = snapshot.arguments or {}
         args = tuple(arguments.get("args", ()))
         kwargs = dict(arguments.get("kwargs", {}))
-        history = self.store.history(snapshot.task_id)
+        # its trajectory so far stays in the store: `history()` reads it there (D149)
         machine = StateMachine(
             snapshot.evolve(
                 max_attempts=max(options["retry"].max_attempts, snapshot.attempt + 1),
                 description=registered.description,
                 tags=options["tags"],
             ),
-            history,
             clock=self.clock,
         )
         run = self._make_run(registered.fn, machine, args, kwargs, options, claimed=True)
