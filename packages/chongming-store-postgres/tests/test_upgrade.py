@@ -35,7 +35,9 @@ def _load(postgres_dsn: str, schema: str) -> None:
     """Run the dump with the test's schema in place of the fixture's (its own connection:
     the dump resets the session's search_path)."""
     script = (DATA / "store-v2.sql").read_text(encoding="utf-8")
-    assert FIXTURE_SCHEMA in script and schema.isidentifier() and schema.islower()
+    assert FIXTURE_SCHEMA in script
+    assert schema.isidentifier()
+    assert schema.islower()
     with psycopg.connect(postgres_dsn, autocommit=True) as conn:
         conn.execute(script.replace(FIXTURE_SCHEMA, schema).encode("utf-8"))
 
