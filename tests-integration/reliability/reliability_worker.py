@@ -454,12 +454,18 @@ def serve(args: argparse.Namespace) -> int:
         bucket_policy=BucketPolicy(args.num_buckets),
         owned_buckets=owned,
         graceful_stop=2.0,
+        fleet_limits={"gpu": args.fleet_gpu} if args.fleet_gpu is not None else None,
     )
 
     def append(ctx: Any, n: int) -> int:
         report.emit("ran", task_id=ctx.task_id, owner=args.owner, n=n)
         time.sleep(0.002)
         return n
+
+    def gpu(ctx: Any) -> None:
+        report.emit("began", task_id=ctx.task_id, owner=args.owner, at=time.time())
+        time.sleep(0.05)
+        report.emit("ended", task_id=ctx.task_id, owner=args.owner, at=time.time())
 
     def spin(ctx: Any) -> None:
         report.emit("spinning", task_id=ctx.task_id, owner=args.owner)
@@ -468,6 +474,7 @@ def serve(args: argparse.Namespace) -> int:
             time.sleep(0.005)
 
     controller.register("append", append)
+    controller.register("gpu", gpu, tags=["gpu"])
     controller.register("spin", spin)
     controller.serve()
     report.emit("ready", owner=args.owner, pid=os.getpid())
@@ -497,6 +504,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=3.0)
     parser.add_argument("--markers", help="where bodies of the start role mark their beginning")
     parser.add_argument("--burst", type=int, default=4, help="tasks per round (start role)")
+    parser.add_argument("--fleet-gpu", type=int, help="fleet limit of the gpu tag (serve role)")
     args = parser.parse_args(argv)
     if args.role == "crash":
         return crash(args)

@@ -55,7 +55,11 @@ def feeder(target: Target) -> Iterator[Controller]:
 
 
 def start_workers(
-    children: Children, target: Target, tmp_path: Path, buckets: list[str | None]
+    children: Children,
+    target: Target,
+    tmp_path: Path,
+    buckets: list[str | None],
+    *extra_args: str,
 ) -> list[tuple[Popen[bytes], Path, Path]]:
     """One worker per entry of `buckets` (a range ``"0-3"``, or None for every bucket);
     returns each process with its report file and the file that tells it to close."""
@@ -67,7 +71,7 @@ def start_workers(
         proc = children.start("serve", *target[0], "--report", str(report), "--owner",
                               f"worker-{index}", "--lease-ttl", "1", "--num-buckets",
                               str(BUCKETS), "--burst", "3", "--hold", str(hold),
-                              *extra)  # fmt: skip
+                              *extra, *extra_args)  # fmt: skip
         workers.append((proc, report, hold))
     for proc, report, _ in workers:
         wait_for_line(report, "ready", proc, timeout=30)
@@ -153,3 +157,31 @@ def test_a_worker_killed_with_sigkill_leaves_nothing_running_after_reconcile(
     assert {line["task_id"] for line in read_report(report) if line["event"] == "spinning"} == set(
         held
     )
+
+
+def test_a_fleet_limit_holds_across_three_worker_processes(
+    children: Children, target: Target, feeder: Controller, tmp_path: Path
+) -> None:
+    """Three workers with room for three tasks each; the tag ``gpu`` is limited to two for
+    the whole store. The bodies' own start and end times say how many ran at once."""
+    workers = start_workers(children, target, tmp_path, [None, None, None], "--fleet-gpu", "2")
+    ids = feeder.enqueue_many("gpu", [() for _ in range(18)])
+    for task_id in ids:
+        assert feeder.wait(task_id, timeout=WAIT).status is S.SUCCEEDED
+    moments = sorted(
+        (line["at"], 1 if line["event"] == "began" else -1)
+        for _, report, _ in workers
+        for line in read_report(report)
+        if line["event"] in {"began", "ended"}
+    )
+    running = most = 0
+    for _, step in moments:
+        running += step
+        most = max(most, running)
+    assert most == 2, f"at most {most} gpu tasks ran at once (the fleet limit is 2)"
+    owners = {line["owner"] for _, report, _ in workers for line in read_report(report)}
+    assert len(owners) >= 2  # the limit is the fleet's, not one worker's
+    for proc, _, hold in workers:
+        hold.touch()
+        code, err = finish(proc, timeout=WAIT)
+        assert code == 0, err

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -315,3 +316,59 @@ def test_a_stop_that_wins_against_a_claim_keeps_the_body_from_running(
     assert stored is not None
     assert (stored.status, stored.attempt) == (S.STOPPED, 0)  # the feeder's stop stands
     assert [t.actor for t in feeder.history(task_id)] == ["web", "web"]
+
+
+def test_a_claimed_task_runs_under_the_whole_runtime(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    """The worker's registration decides: its retry policy retries a failing durable task,
+    its timeout ends a stuck one, its process executor carries a body in a child, and a
+    pause from the feeding process reaches a claimed task (through a command)."""
+    import runtime_proc_tasks
+    from chongming_core import FailureKind, FixedBackoff, RetryPolicy, Timeout
+    from chongming_runtime import ProcessExecutor
+
+    feeder = make(closer, shared(), owner="web")
+    attempts: list[int] = []
+
+    def flaky(ctx: Any) -> str:
+        attempts.append(ctx.attempt)
+        if ctx.attempt < 3:
+            raise ConnectionError("upstream busy")
+        return "third time"
+
+    def stuck(ctx: Any) -> None:
+        while True:
+            ctx.checkpoint()
+            time.sleep(0.005)
+
+    retried = feeder.enqueue("flaky")
+    timed_out = feeder.enqueue("stuck")
+    in_child = feeder.enqueue("square", 7)
+    paused = feeder.enqueue("loop", 0.002)
+    worker = make(closer, shared(), owner="w1", max_parallel=4)
+    worker.register("flaky", flaky, retry=RetryPolicy(max_attempts=3, backoff=FixedBackoff(0.01)))
+    worker.register("stuck", stuck, timeout=Timeout(per_attempt=0.2))
+    worker.register("loop", runtime_proc_tasks.loop_forever)
+    # a second worker on the same store carries its bodies in child processes
+    children = make(closer, shared(), owner="w2", executor=ProcessExecutor())
+    children.register("square", runtime_proc_tasks.square)
+    worker.serve()
+    children.serve()
+    outcome = feeder.wait(retried, timeout=WAIT)
+    assert (outcome.status, outcome.value, attempts) == (S.SUCCEEDED, "third time", [1, 2, 3])
+    ended = feeder.wait(timed_out, timeout=WAIT)
+    assert ended.status is S.FAILED
+    assert ended.failure is not None
+    assert ended.failure.kind is FailureKind.TIMEOUT_ATTEMPT
+    squared = feeder.wait(in_child, timeout=WAIT)
+    assert squared.value["value"] == 49
+    assert squared.value["pid"] != os.getpid()  # carried by a child process
+    assert feeder.get(in_child).executor == "process"  # type: ignore[union-attr]
+    wait_until(lambda: feeder.get(paused).status is S.RUNNING, "the loop to run")  # type: ignore[union-attr]
+    feeder.pause(paused)  # not confirmed across processes (guide §8.9)
+    wait_until(lambda: feeder.get(paused).status is S.PAUSED, "the pause to land")  # type: ignore[union-attr]
+    assert feeder.resume(paused)
+    wait_until(lambda: feeder.get(paused).status is S.RUNNING, "the resume to land")  # type: ignore[union-attr]
+    assert feeder.stop(paused)
+    assert feeder.wait(paused, timeout=WAIT).status is S.STOPPED

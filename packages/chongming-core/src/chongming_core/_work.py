@@ -34,6 +34,7 @@ __all__ = [
     "WakeUp",
     "WorkerRecord",
     "choose_claims",
+    "claim_tags",
     "claimable",
     "holds_fleet_slot",
     "lease_is_live",
@@ -92,6 +93,9 @@ class ClaimRequest:
         tag_room: local room left per limited tag: a task holding tag ``t`` is claimed
             only while ``tag_room[t] > 0``, counted down as tasks are chosen.
         bucket_room: at most this many tasks of one bucket in this claim (None: no cap).
+        default_tags: per task name, the tags a task of that name holds here when it was
+            enqueued with none (the worker's registration): they count against
+            ``tag_room`` and ``fleet_limits``, and the claim writes them into the task.
         fleet_limits: store-wide limits per tag: the durable tasks holding ``t`` that hold
             a fleet slot (`holds_fleet_slot`) never exceed ``fleet_limits[t]``.
     """
@@ -105,6 +109,7 @@ class ClaimRequest:
     tag_room: Mapping[str, int] = field(default_factory=dict)
     bucket_room: int | None = None
     fleet_limits: Mapping[str, int] = field(default_factory=dict)
+    default_tags: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         _text(self.owner, "owner")
@@ -132,6 +137,19 @@ class ClaimRequest:
         if self.bucket_room is not None:
             _count(self.bucket_room, "bucket_room")
         object.__setattr__(self, "fleet_limits", _counts(self.fleet_limits, "fleet_limits"))
+        given_tags: object = self.default_tags
+        if not isinstance(given_tags, Mapping):
+            raise ConfigurationError(
+                f"default_tags must be a mapping of task name to tags, got {given_tags!r}"
+            )
+        defaults: dict[str, frozenset[str]] = {}
+        for name, tags in given_tags.items():
+            if isinstance(tags, str) or not isinstance(tags, Iterable):
+                raise ConfigurationError(f"default_tags[{name!r}] must be a set of tags")
+            defaults[_text(name, "a task name in default_tags")] = frozenset(
+                _text(tag, f"a tag of default_tags[{name!r}]") for tag in tags
+            )
+        object.__setattr__(self, "default_tags", MappingProxyType(defaults))
 
 
 @dataclass(frozen=True, slots=True, eq=True)
@@ -226,6 +244,12 @@ def wakes_workers(snapshot: TaskSnapshot) -> bool:
     return s.durable and s.status is TaskStatus.QUEUED and s.lease_owner is None
 
 
+def claim_tags(snapshot: TaskSnapshot, request: ClaimRequest) -> frozenset[str]:
+    """The tags `snapshot` holds once `request` claims it: its own, or when it was enqueued
+    with none, the claimant's registered tags of its name (``request.default_tags``)."""
+    return snapshot.tags or request.default_tags.get(snapshot.name, frozenset())
+
+
 def choose_claims(
     candidates: Iterable[TaskSnapshot],
     request: ClaimRequest,
@@ -242,7 +266,8 @@ def choose_claims(
             claim lock.
 
     Returns:
-        The chosen snapshots, unchanged (the store writes the lease).
+        The chosen snapshots, each with the tags it holds (`claim_tags`; the store writes
+        them with the lease when they differ from the stored ones).
     """
     if request.limit <= 0:
         return []
@@ -251,12 +276,12 @@ def choose_claims(
     per_bucket: dict[int | None, int] = {}
     chosen: list[TaskSnapshot] = []
     for s in candidates:
-        tags = s.tags
+        tags = claim_tags(s, request)
         if any(tag_room.get(t, 1) <= 0 or fleet_room.get(t, 1) <= 0 for t in tags):
             continue
         if request.bucket_room is not None and per_bucket.get(s.bucket, 0) >= request.bucket_room:
             continue
-        chosen.append(s)
+        chosen.append(s if tags == s.tags else s.evolve(tags=tags))
         for t in tags:
             if t in tag_room:
                 tag_room[t] -= 1

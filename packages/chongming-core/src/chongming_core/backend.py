@@ -39,7 +39,9 @@ Values a store can keep
 
 Durable work
     `choose_claims` applies a `ClaimRequest`'s room to the candidates a store found
-    (`claimable`), `holds_fleet_slot` says which tasks count against a fleet limit,
+    (`claimable`) and `claim_tags` the tags a claimed task holds (the claimant's
+    registered tags when it was enqueued with none: the store writes them with the
+    lease), `holds_fleet_slot` says which tasks count against a fleet limit,
     `FLEET_STATUSES` the statuses that always do, `lease_is_live` when a lease holds,
     `wakes_workers` which writes wake waiting workers, `arguments_problem` why a
     store cannot keep a task's arguments; `WakeUp` and `ChangeSignals` are the
@@ -82,6 +84,7 @@ from chongming_core._work import FLEET_STATUSES as FLEET_STATUSES
 from chongming_core._work import ChangeSignals as ChangeSignals
 from chongming_core._work import WakeUp as WakeUp
 from chongming_core._work import choose_claims as choose_claims
+from chongming_core._work import claim_tags as claim_tags
 from chongming_core._work import claimable as claimable
 from chongming_core._work import holds_fleet_slot as holds_fleet_slot
 from chongming_core._work import lease_is_live as lease_is_live
@@ -100,6 +103,7 @@ __all__ = [
     "WakeUp",
     "arguments_problem",
     "choose_claims",
+    "claim_tags",
     "claimable",
     "decode_row",
     "format_time",

@@ -142,7 +142,6 @@ class DurableWorkContract(ContractBase):
         stored = present(self.store.get("d1"), "the durable task")
         expect_same_snapshot(stored, built.snapshot, "get() of a durable task")
         expect_equal((stored.durable, stored.arguments, stored.run_at), (True, _ARGS, run_at), "")
-        expect_equal(present(stored.run_at, "run_at").utcoffset(), timedelta(hours=8), "offset")
         found = self.store.query(TaskQuery(task_ids=frozenset({"d1"})))
         expect_same_snapshot(found[0], built.snapshot, "query() of a durable task")
         plain = self.stored("p1", _S.QUEUED).snapshot
@@ -304,6 +303,33 @@ class DurableWorkContract(ContractBase):
         expired = self.request("w3", fleet_limits={"gpu": 3}, now=later.lease_until)
         got = [s.task_id for s in self.store.claim_tasks(expired)]
         expect_equal(got, ["g0", "g1", "free"], "claims under expired leases hold no slot")
+
+    def test_a_claim_gives_an_untagged_task_the_claimants_tags(self) -> None:
+        """A task enqueued with no tags holds the claimant's registered tags of its name:
+        they count against the fleet limit, and the claim writes them into the task, so
+        every other claimant counts it from then on."""
+        if not self.durable():
+            return
+        self.enqueue("a")
+        self.enqueue("b")
+        self.enqueue("c", tags=frozenset({"cpu"}))  # tagged at enqueue: its tags stand
+        gpu = {"job": frozenset({"gpu"})}
+        (first,) = self.store.claim_tasks(
+            self.request("w1", default_tags=gpu, fleet_limits={"gpu": 1}, limit=1)
+        )
+        expect_equal((first.task_id, first.tags), ("a", frozenset({"gpu"})), "claimed, tagged")
+        stored = present(self.store.get("a"), "a")
+        expect_equal(stored.tags, frozenset({"gpu"}), "the claim wrote the tags")
+        expect_equal(
+            [s.task_id for s in self.store.query(TaskQuery(tag="gpu"))], ["a"], "found by tag"
+        )
+        other = self.other_handle()
+        got = other.claim_tasks(self.request("w2", default_tags=gpu, fleet_limits={"gpu": 1}))
+        expect_equal(
+            [(s.task_id, s.tags) for s in got],
+            [("c", frozenset({"cpu"}))],
+            "the fleet is full for gpu; a task enqueued with tags keeps them",
+        )
 
     def test_release_claim_gives_the_task_back(self) -> None:
         if not self.durable():

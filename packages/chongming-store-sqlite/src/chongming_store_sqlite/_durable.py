@@ -19,7 +19,7 @@ import threading
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from chongming_core import ClaimRequest, TaskSnapshot, WorkerRecord
+from chongming_core import ClaimRequest, ConfigurationError, TaskSnapshot, WorkerRecord
 from chongming_core.backend import (
     ChangeSignals,
     UnreadableRow,
@@ -36,7 +36,7 @@ from chongming_store_sqlite import _schema as sql
 from chongming_store_sqlite._codec import SNAPSHOT_COLUMNS, dumps, iso, micros, snapshot_from_row
 from chongming_store_sqlite._fetching import fetch_all
 
-__all__ = ["Signals", "claim", "signals_for", "worker_from_row", "worker_row"]
+__all__ = ["Signals", "any_candidate", "claim", "signals_for", "worker_from_row", "worker_row"]
 
 #: Candidates read per page: a few times the room asked for, so that tasks skipped for
 #: their tags or bucket rarely need a second page.
@@ -65,6 +65,26 @@ _FLEET_HOLDERS = (
 )
 
 
+_ANY_CANDIDATE = (
+    "SELECT 1 FROM tasks INDEXED BY tasks_claim "
+    "WHERE durable = 1 AND status = 'queued' "
+    "AND name IN (SELECT value FROM json_each(?)) "
+    "AND (? IS NULL OR bucket IN (SELECT value FROM json_each(?))) "
+    "AND (run_at_us IS NULL OR run_at_us <= ?) "
+    "AND (lease_owner IS NULL OR lease_until_us IS NULL OR lease_until_us <= ?) "
+    "LIMIT 1"
+)
+
+
+def any_candidate(conn: sqlite3.Connection, request: ClaimRequest) -> bool:
+    """Whether `claim` may find anything for `request` (read without the write lock; the
+    claim checks again under it)."""
+    now_us = micros(request.now, "now")
+    names = json.dumps(sorted(request.names))
+    buckets = None if request.buckets is None else json.dumps(sorted(request.buckets))
+    return bool(fetch_all(conn, _ANY_CANDIDATE, (names, buckets, buckets, now_us, now_us)))
+
+
 def claim(conn: sqlite3.Connection, request: ClaimRequest) -> list[TaskSnapshot]:
     """Choose and lease the tasks `request` claims (inside the caller's write transaction)."""
     if request.limit <= 0 or not request.names:
@@ -73,7 +93,10 @@ def claim(conn: sqlite3.Connection, request: ClaimRequest) -> list[TaskSnapshot]
     fleet_active = _fleet_active(conn, request, now_us)
     names = json.dumps(sorted(request.names))
     buckets = None if request.buckets is None else json.dumps(sorted(request.buckets))
-    page = max(_MIN_PAGE, request.limit * _PAGE_FACTOR)
+    # with no room per tag or bucket to count, every candidate the query finds is taken:
+    # a page of `limit` rows (each one decoded) is all a claim reads
+    counted = request.tag_room or request.fleet_limits or request.bucket_room is not None
+    page = max(_MIN_PAGE, request.limit * _PAGE_FACTOR) if counted else request.limit
     seen: list[TaskSnapshot] = []
     chosen: list[TaskSnapshot] = []
     after: tuple[int, int] | None = None
@@ -96,6 +119,14 @@ def claim(conn: sqlite3.Connection, request: ClaimRequest) -> list[TaskSnapshot]
     )
     leases = [(request.owner, until_iso, until_us, s.task_id, s.status_version) for s in chosen]
     conn.executemany(sql.LEASE_TASK, leases)
+    stored = {s.task_id: s.tags for s in seen}
+    tagged = [s for s in chosen if s.tags != stored.get(s.task_id)]  # the claimant's tags
+    if tagged:
+        conn.executemany(
+            sql.SET_TAGS,
+            [(dumps(sorted(s.tags)), dumps(sorted(s.tags)), s.task_id) for s in tagged],
+        )
+        conn.executemany(sql.INSERT_TAG, [(s.task_id, tag) for s in tagged for tag in s.tags])
     return [s.evolve(lease_owner=request.owner, lease_until=request.lease_until) for s in chosen]
 
 
@@ -148,17 +179,20 @@ def _worker(row: Sequence[Any]) -> WorkerRecord:
             raise ValueError(f"{what} must be an ISO-8601 time, got {shown(text)}")
         return parse_time(text)
 
-    return WorkerRecord(
-        owner=owner,
-        host=host,
-        pid=pid,
-        buckets=None if buckets is None else tuple(loaded(buckets, "buckets")),
-        names=tuple(loaded(names, "names")),
-        capacity=loaded(capacity, "capacity"),
-        started_at=moment(started, "started_at"),
-        last_seen=moment(seen, "last_seen"),
-        lease_until=moment(until, "lease_until"),
-    )
+    try:
+        return WorkerRecord(
+            owner=owner,
+            host=host,
+            pid=pid,
+            buckets=None if buckets is None else tuple(loaded(buckets, "buckets")),
+            names=tuple(loaded(names, "names")),
+            capacity=loaded(capacity, "capacity"),
+            started_at=moment(started, "started_at"),
+            last_seen=moment(seen, "last_seen"),
+            lease_until=moment(until, "lease_until"),
+        )
+    except ConfigurationError as exc:  # a value of the wrong kind in the row
+        raise ValueError(str(exc)) from None
 
 
 class Signals:

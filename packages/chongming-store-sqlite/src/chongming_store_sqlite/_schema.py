@@ -32,6 +32,7 @@ __all__ = [
     "RENEW_WORKER",
     "SCHEMA_VERSION",
     "SELECT_WORKERS",
+    "SET_TAGS",
     "TASK_VALUE_COLUMNS",
     "TOUCH_TASK",
     "UPDATE_TASK",
@@ -244,6 +245,8 @@ LEASE_TASK = (
     "UPDATE tasks SET lease_owner = ?, lease_until = ?, lease_until_us = ? "
     "WHERE task_id = ? AND status_version = ? AND status = 'queued' AND durable = 1"
 )
+#: The tags a claim gives a task enqueued with none (its column and its document).
+SET_TAGS = "UPDATE tasks SET tags = ?, data = json_set(data, '$.tags', json(?)) WHERE task_id = ?"
 #: Give a claim back: only the holder's, at the version it claimed, still queued.
 RELEASE_TASK = (
     "UPDATE tasks SET lease_owner = NULL, lease_until = NULL, lease_until_us = NULL "

@@ -46,7 +46,13 @@ from chongming_store_sqlite._codec import (
     transition_from_row,
     transition_rows,
 )
-from chongming_store_sqlite._durable import claim, signals_for, worker_from_row, worker_row
+from chongming_store_sqlite._durable import (
+    any_candidate,
+    claim,
+    signals_for,
+    worker_from_row,
+    worker_row,
+)
 from chongming_store_sqlite._errors import DRIVER_ERRORS, translate
 from chongming_store_sqlite._fetching import fetch_all
 from chongming_store_sqlite._housekeeping import archive_batches, prune_batches
@@ -563,6 +569,11 @@ class SqliteTaskStore(TaskStore):
         if request.limit <= 0 or not request.names:
             self._check_open()
             return []
+        # looked at first without the write lock (a reader never waits in WAL mode): an
+        # idle worker's poll, and a worker that finds nothing, take no lock from the others
+        with self._reading(f"looking for tasks {request.owner!r} may claim") as conn:
+            if not any_candidate(conn, request):
+                return []
         with self._writing(f"claiming tasks for {request.owner!r}") as conn:
             return claim(conn, request)
 

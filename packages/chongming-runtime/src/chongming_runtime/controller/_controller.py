@@ -477,6 +477,7 @@ class Controller:
                 clock=self.clock,
                 lease_ttl=self.lease_ttl,
                 names=self._registry.names,
+                default_tags=self._registry.tags_by_name,
                 buckets=self._ownership.query_buckets(),
                 room=self._scheduler.claim_room,
                 take=self._take_claimed,
@@ -507,14 +508,13 @@ class Controller:
         arguments = snapshot.arguments or {}
         args = tuple(arguments.get("args", ()))
         kwargs = dict(arguments.get("kwargs", {}))
-        history = self.store.history(snapshot.task_id)
+        # its trajectory so far stays in the store: `history()` reads it there (D149)
         machine = StateMachine(
             snapshot.evolve(
                 max_attempts=max(options["retry"].max_attempts, snapshot.attempt + 1),
                 description=registered.description,
                 tags=options["tags"],
             ),
-            history,
             clock=self.clock,
         )
         run = self._make_run(registered.fn, machine, args, kwargs, options, claimed=True)

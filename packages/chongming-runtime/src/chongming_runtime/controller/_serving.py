@@ -59,6 +59,9 @@ class WorkServer:
         lease_ttl: how long a claim, and the worker row, stay live unrenewed.
         names: the registered task names (read at every claim: a name registered later
             is served from then on).
+        default_tags: per registered name, its registered tags (a task enqueued with no
+            tags holds these here: they count against the limits, and the claim writes
+            them into the task).
         buckets: the owned buckets (None: every bucket).
         room: the room for new work now.
         take: makes a claimed task a run of this controller; raises when it cannot.
@@ -76,6 +79,7 @@ class WorkServer:
         clock: Clock,
         lease_ttl: float,
         names: Callable[[], list[str]],
+        default_tags: Callable[[], Mapping[str, frozenset[str]]],
         buckets: frozenset[int] | None,
         room: Room,
         take: Callable[[TaskSnapshot], None],
@@ -89,6 +93,7 @@ class WorkServer:
         self._clock = clock
         self._ttl = timedelta(seconds=lease_ttl)
         self._names = names
+        self._default_tags = default_tags
         self._buckets = buckets
         self._room = room
         self._take = take
@@ -167,6 +172,7 @@ class WorkServer:
             lease_until=now + self._ttl,
             tag_room=tag_room,
             fleet_limits=self._fleet,
+            default_tags=self._default_tags(),
         )
         claimed = self._store.claim_tasks(request)
         for snapshot in claimed:
