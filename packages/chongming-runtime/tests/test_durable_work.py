@@ -372,3 +372,26 @@ def test_a_claimed_task_runs_under_the_whole_runtime(
     wait_until(lambda: feeder.get(paused).status is S.RUNNING, "the resume to land")  # type: ignore[union-attr]
     assert feeder.stop(paused)
     assert feeder.wait(paused, timeout=WAIT).status is S.STOPPED
+
+
+def test_stop_serving_claims_nothing_more_and_lets_held_tasks_finish(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    release = threading.Event()
+    feeder = make(closer, shared(), owner="web")
+    first = feeder.enqueue("held")
+    worker = make(closer, shared(), owner="w1", max_parallel=2)
+    worker.register("held", lambda ctx: release.wait(WAIT) and "done")
+    worker.serve()
+    wait_until(lambda: feeder.get(first).status is S.RUNNING, "the first task to run")  # type: ignore[union-attr]
+    worker.stop_serving()
+    assert not serving(worker)
+    (row,) = worker.store.workers()
+    assert not row.is_live(worker.clock.now())  # gone at once
+    later = feeder.enqueue("held")
+    time.sleep(0.1)  # several claim rounds would have taken it
+    assert feeder.get(later).status is S.QUEUED  # type: ignore[union-attr]
+    release.set()
+    assert feeder.wait(first, timeout=WAIT).value == "done"  # held work goes on
+    with pytest.raises(ConfigurationError, match="stopped serving"):
+        worker.serve()

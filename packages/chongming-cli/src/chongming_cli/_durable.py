@@ -209,15 +209,8 @@ def _limits(items: Sequence[str]) -> dict[str, int]:
 
 
 def _stop_claiming(controller: Controller) -> None:
-    """Stop claiming new work while the runs held here go on.
-
-    `Controller` has no public way to stop serving short of `close` (which stops every
-    run at once); its `WorkServer` stops claiming and ends the worker row's lease.
-    """
-    server = getattr(controller, "_server", None)
-    stop = getattr(server, "stop", None)
-    if callable(stop):
-        stop()
+    """Stop claiming new work while the runs held here go on."""
+    controller.stop_serving()
 
 
 def _drain(runs: list[TaskRun], grace: float) -> list[TaskRun]:

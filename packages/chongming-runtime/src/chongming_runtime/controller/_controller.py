@@ -469,6 +469,11 @@ class Controller:
                 "store that workers share (SqliteTaskStore or PostgresTaskStore)"
             )
         self._refuse_if_closing()
+        if self._server is not None and self._server.stopped:
+            raise ConfigurationError(
+                "this controller stopped serving (stop_serving); create a new controller to "
+                "serve again"
+            )
         if self._server is None:
             limits = self.concurrency.limits
             self._server = WorkServer(
@@ -495,6 +500,14 @@ class Controller:
             self._leases.start()
         self._poller.start()
         self._server.start()
+
+    def stop_serving(self) -> None:
+        """Claim nothing more; the tasks held here go on (a worker's graceful shutdown:
+        stop claiming, let what runs finish, then `close`). This worker's row shows it
+        gone at once. Idempotent; `serve()` is not possible again afterwards."""
+        server = self._server
+        if server is not None:
+            server.stop()
 
     @property
     def serving(self) -> bool:

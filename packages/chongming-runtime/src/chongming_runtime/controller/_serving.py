@@ -114,6 +114,11 @@ class WorkServer:
         """True between `start` and `stop`."""
         return self._thread is not None and not self._stopping.is_set()
 
+    @property
+    def stopped(self) -> bool:
+        """True once `stop` was called."""
+        return self._stopping.is_set()
+
     def start(self) -> None:
         """Write this worker's row and start claiming (idempotent)."""
         with self._lock:
