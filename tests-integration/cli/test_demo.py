@@ -20,7 +20,7 @@ def test_the_demo_runs_and_leaves_its_database(tmp_path: Path) -> None:
         env=env,
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
@@ -33,6 +33,10 @@ def test_the_demo_runs_and_leaves_its_database(tmp_path: Path) -> None:
     assert "(exit code 3)" in out  # the failing task
     # step 3 reads as step 2 does: the "running task" note first, then the outcome
     step3 = out[out.index("\n3. ") : out.index("\n4. ")]
+    # step 4: one process enqueues, two worker processes share the work and leave cleanly
+    step4 = out[out.index("\n4. ") : out.index("\n5. ")]
+    assert re.findall(r"^   worker-[ab] ran \d+: ", step4, re.MULTILINE), step4
+    assert step4.count("(exit code 0)") >= 9, step4  # 7 submits, nodes, and both workers
     assert step3.index("running task 'flaky-source'") < step3.index("status:  failed"), step3
     db = tmp_path / ".demo" / "tasks.db"
     with SqliteTaskStore(db) as store:

@@ -10,7 +10,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 COMMANDS = [
     "tasks", "run", "ps", "status", "history", "stats", "buckets",
-    "stop", "pause", "resume", "reconcile", "prune", "dashboard",
+    "stop", "pause", "resume", "reconcile", "prune", "submit", "worker", "nodes",
+    "dashboard",
 ]  # fmt: skip
 
 

@@ -15,6 +15,12 @@ Two roles:
     checkpoints until the test creates that task's go file: the test reads the store
     from its own process while the body is held there, or kills this process then.
 
+``serve``
+    A worker of durable tasks: registers ``append`` (writes its task id and this
+    worker's owner to the report, then returns) and ``spin`` (checkpoints until
+    stopped), serves them from the shared store until the file ``--hold`` exists, then
+    closes its controller and exits 0 (or until the test kills it).
+
 ``contend``
     One of several processes sharing one store: it submits, stops, pauses, resumes and
     queries its own and the other processes' tasks for a bounded time, records every
@@ -429,9 +435,61 @@ def contend(args: argparse.Namespace) -> int:
     return 0
 
 
+# ------------------------------------------------------------------ serve role
+
+
+def serve(args: argparse.Namespace) -> int:
+    report = Report(args.report)
+    store = open_store(args)
+    owned = None
+    if args.owned_buckets:
+        low, high = (int(part) for part in args.owned_buckets.split("-"))
+        owned = range(low, high + 1)
+    controller = Controller(
+        store=store,
+        owner=args.owner,
+        max_parallel=args.burst,
+        lease_ttl=args.lease_ttl,
+        poll_interval=0.02,
+        bucket_policy=BucketPolicy(args.num_buckets),
+        owned_buckets=owned,
+        graceful_stop=2.0,
+        fleet_limits={"gpu": args.fleet_gpu} if args.fleet_gpu is not None else None,
+    )
+
+    def append(ctx: Any, n: int) -> int:
+        report.emit("ran", task_id=ctx.task_id, owner=args.owner, n=n)
+        time.sleep(0.002)
+        return n
+
+    def gpu(ctx: Any) -> None:
+        report.emit("began", task_id=ctx.task_id, owner=args.owner, at=time.time())
+        time.sleep(0.05)
+        report.emit("ended", task_id=ctx.task_id, owner=args.owner, at=time.time())
+
+    def spin(ctx: Any) -> None:
+        report.emit("spinning", task_id=ctx.task_id, owner=args.owner)
+        while True:
+            ctx.checkpoint()
+            time.sleep(0.005)
+
+    controller.register("append", append)
+    controller.register("gpu", gpu, tags=["gpu"])
+    controller.register("spin", spin)
+    controller.serve()
+    report.emit("ready", owner=args.owner, pid=os.getpid())
+    assert args.hold is not None
+    while not os.path.exists(args.hold):
+        time.sleep(0.02)
+    controller.close(timeout=30)
+    report.emit("closed", owner=args.owner)
+    store.close()
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser()
-    parser.add_argument("role", choices=["crash", "contend", "start"])
+    parser.add_argument("role", choices=["crash", "contend", "start", "serve"])
     parser.add_argument("--db")
     parser.add_argument("--dsn")
     parser.add_argument("--schema", default="chongming")
@@ -446,11 +504,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=3.0)
     parser.add_argument("--markers", help="where bodies of the start role mark their beginning")
     parser.add_argument("--burst", type=int, default=4, help="tasks per round (start role)")
+    parser.add_argument("--fleet-gpu", type=int, help="fleet limit of the gpu tag (serve role)")
     args = parser.parse_args(argv)
     if args.role == "crash":
         return crash(args)
     if args.role == "start":
         return start(args)
+    if args.role == "serve":
+        return serve(args)
     return contend(args)
 
 

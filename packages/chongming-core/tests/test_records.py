@@ -73,6 +73,9 @@ def _full_snapshot() -> TaskSnapshot:
             AttemptRecord(number=2, started_at=T0, ended_at=None, status=TaskStatus.RUNNING),
         ),
         paused_seconds=1.5,
+        durable=True,
+        arguments={"args": ["a.csv", [1, 2.5]], "kwargs": {"表": "行", "limit": None}},
+        run_at=T0 + timedelta(minutes=5),
     )
 
 

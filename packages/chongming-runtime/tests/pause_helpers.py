@@ -80,6 +80,8 @@ def moves(steps: Steps, within: float = 10.0) -> bool:
 
 
 def started(run: TaskRun, steps: Steps) -> None:
-    """Start `run` and wait until its body made a step."""
+    """Start `run` and wait until its body made a step and its start was recorded (a child
+    process steps before its parent hears that it began)."""
     run.start()
     wait_until(lambda: steps.count() > 0, "the body's first step", timeout=30)
+    wait_until(lambda: run.status is not TaskStatus.STARTING, "its start to be recorded")

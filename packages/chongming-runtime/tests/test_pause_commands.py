@@ -93,7 +93,13 @@ def holder(
     steps = Steps(tmp_path / "steps")
     run = controller.submit("count", str(steps), executor=executor)
     controller._poller.stop()  # from now on, only the test polls
-    wait_until(lambda: steps.count() > 0, "the body's first step", timeout=30)
+    # the body steps in a child process before its parent hears that it began: until then
+    # the run is honestly still `starting`, and a pause asked then is held for the start
+    wait_until(
+        lambda: steps.count() > 0 and run.status is S.RUNNING,
+        "the body's first step, seen running",
+        timeout=30,
+    )
     try:
         yield Holder(controller, run, steps)
     finally:

@@ -19,7 +19,15 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from chongming_core import ConcurrencyConflict, TaskStatus
+from chongming_core import (
+    ClaimRequest,
+    ConcurrencyConflict,
+    FakeClock,
+    StateMachine,
+    TaskQuery,
+    TaskStatus,
+)
+from chongming_core.backend import holds_fleet_slot
 from chongming_store_contract import BASE_TIME, build_task, build_versions, next_version
 from chongming_store_postgres import PostgresTaskStore
 
@@ -104,6 +112,49 @@ def append(store: PostgresTaskStore, name: str, task_id: str, versions: int) -> 
     return {"appended": len(order)}
 
 
+def durable(store: PostgresTaskStore, name: str, limit: int) -> dict[str, Any]:
+    """Claim durable tasks (a fleet limit of `limit` on tag ``gpu``) and run each through
+    starting and running to succeeded under its version, until none is left queued; report
+    the tasks claimed and the most ``gpu`` tasks seen holding a slot at once."""
+    clock = FakeClock(BASE_TIME + timedelta(seconds=1000))
+    mine: list[str] = []
+    most = 0
+    deadline = time.monotonic() + _GO_TIMEOUT * 2
+    while time.monotonic() < deadline:
+        now = clock.now()
+        request = ClaimRequest(
+            owner=name,
+            names=frozenset({"job"}),
+            buckets=None,
+            limit=2,
+            now=now,
+            lease_until=now + timedelta(seconds=300),
+            fleet_limits={"gpu": limit},
+        )
+        got = store.claim_tasks(request)
+        held = [s for s in store.query(TaskQuery(tag="gpu")) if holds_fleet_slot(s, now)]
+        most = max(most, len(held))
+        for claimed in got:
+            mine.append(claimed.task_id)
+            machine = StateMachine(claimed, clock=clock)
+            machine.mark_starting(executor="process")
+            machine.mark_running(pid=os.getpid())
+            started = machine.snapshot
+            store.save(
+                started, expect_version=claimed.status_version, transitions=machine.transitions
+            )
+            finished = StateMachine(started, clock=clock)
+            finished.mark_succeeded(outcome=name)
+            store.save(
+                finished.snapshot,
+                expect_version=started.status_version,
+                transitions=finished.transitions,
+            )
+        if not got and not store.query(TaskQuery(statuses=frozenset({TaskStatus.QUEUED}))):
+            return {"claimed": mine, "most_gpu": most}
+    raise TimeoutError("tasks were still queued after the deadline")
+
+
 def main(argv: list[str]) -> int:
     mode, dsn, schema, go_file, name, *args = argv
     report: dict[str, Any] = {"worker": name, "errors": []}
@@ -117,6 +168,8 @@ def main(argv: list[str]) -> int:
                 report.update(claim(store, name, go_file, int(args[0]), args[1]))
             elif mode == "append":
                 report.update(append(store, name, args[0], int(args[1])))
+            elif mode == "durable":
+                report.update(durable(store, name, int(args[0])))
             else:
                 raise ValueError(f"unknown mode {mode!r}")
     except Exception as exc:

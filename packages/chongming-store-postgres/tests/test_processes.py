@@ -134,3 +134,27 @@ def test_appends_from_many_processes_keep_history_contiguous(
     history = store.history("t1")
     assert [t.status_version for t in history] == list(range(1, versions + 1))
     assert history == list(chain)
+
+
+def test_processes_claiming_durable_tasks_take_each_once_within_the_fleet_limit(
+    postgres_dsn: str,
+    schema: str,
+    tmp_path: Path,
+    make_store: Callable[..., PostgresTaskStore],
+) -> None:
+    """Four processes claim from one schema at once (SKIP LOCKED, advisory locks for the
+    fleet limit) and run what they claim: every task is claimed exactly once, the work is
+    shared, and no more than two ``gpu`` tasks ever hold a slot."""
+    store = make_store()
+    total = 60
+    for n in range(total):
+        tags = ("gpu",) if n % 3 == 0 else ()
+        store.create(*build_task(f"d{n:03d}", TaskStatus.QUEUED, durable=True, tags=tags))
+    reports = run_workers(postgres_dsn, schema, tmp_path, "durable", 2)
+    claimed = [task_id for report in reports for task_id in report["claimed"]]
+    assert sorted(claimed) == [f"d{n:03d}" for n in range(total)]  # each exactly once
+    assert sum(1 for report in reports if report["claimed"]) >= 2  # the work was shared
+    assert max(report["most_gpu"] for report in reports) <= 2
+    assert store.status_counts() == {TaskStatus.SUCCEEDED: total}
+    outcomes = {s.task_id: s.outcome for s in store.query()}
+    assert all(outcomes[t] == r["worker"] for r in reports for t in r["claimed"])

@@ -51,7 +51,13 @@ def _tables(admin: Admin, schema: str) -> set[str]:
 def test_first_connect_creates_schema_tables_indexes_and_version(
     store: PostgresTaskStore, admin: Admin
 ) -> None:
-    assert _tables(admin, store.schema) == {"tasks", "transitions", "commands", "schema_version"}
+    assert _tables(admin, store.schema) == {
+        "tasks",
+        "transitions",
+        "commands",
+        "workers",
+        "schema_version",
+    }
     version = admin.execute(
         sql.SQL("SELECT version FROM {}").format(sql.Identifier(store.schema, "schema_version"))
     ).fetchone()
@@ -75,6 +81,10 @@ def test_first_connect_creates_schema_tables_indexes_and_version(
     ):
         assert name in indexes
     assert "WHERE (completed_at IS NULL)" in indexes["commands_open_idx"]
+    assert (
+        "(priority DESC, seq) WHERE (durable AND (status = 'queued'::text))"
+        in (indexes["tasks_claim_idx"])
+    )
 
 
 def test_native_column_types(store: PostgresTaskStore, admin: Admin) -> None:
@@ -126,7 +136,13 @@ def test_stores_starting_at_once_create_the_tables_once(
     assert not any(t.is_alive() for t in threads)
     assert errors == []
     assert len(stores) == 6
-    assert _tables(admin, schema) == {"tasks", "transitions", "commands", "schema_version"}
+    assert _tables(admin, schema) == {
+        "tasks",
+        "transitions",
+        "commands",
+        "workers",
+        "schema_version",
+    }
     count = admin.execute(
         sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(schema, "schema_version"))
     ).fetchone()
@@ -187,7 +203,7 @@ def test_tables_of_version_1_gain_paused_seconds_and_keep_their_rows(
     version = admin.execute(
         sql.SQL("SELECT version FROM {}").format(sql.Identifier(schema, "schema_version"))
     ).fetchone()
-    assert version == (SCHEMA_VERSION,) == (2,)
+    assert version == (SCHEMA_VERSION,) == (3,)
 
 
 def test_schema_names_are_identifiers_not_sql(
@@ -198,7 +214,13 @@ def test_schema_names_are_identifiers_not_sql(
         odd = make_store(schema=name)
         odd.create(*build_task("t1"))
         assert [s.task_id for s in odd.query()] == ["t1"]
-        assert _tables(admin, name) == {"tasks", "transitions", "commands", "schema_version"}
+        assert _tables(admin, name) == {
+            "tasks",
+            "transitions",
+            "commands",
+            "workers",
+            "schema_version",
+        }
     finally:
         admin.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 

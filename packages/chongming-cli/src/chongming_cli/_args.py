@@ -33,6 +33,7 @@ from typing import Any
 from chongming_cli._exit import CliError
 
 __all__ = [
+    "ENQUEUE_ARG_NAMES",
     "RESERVED_ARG_NAMES",
     "convert_args",
     "parse_arg_value",
@@ -43,6 +44,11 @@ __all__ = [
 #: Keyword names `Controller.submit` takes itself; a task cannot receive them via ``--arg``.
 RESERVED_ARG_NAMES = frozenset(
     {"name", "task_id", "label", "tags", "priority", "bucket_key", "retry", "timeout", "executor"}
+)
+
+#: Keyword names `Controller.enqueue` takes itself.
+ENQUEUE_ARG_NAMES = frozenset(
+    {"name", "task_id", "label", "tags", "priority", "bucket_key", "delay", "run_at"}
 )
 
 _TRUE = frozenset({"true", "yes", "on", "1"})
@@ -73,8 +79,12 @@ def _no_constant(name: str) -> Any:
     raise ValueError(name)
 
 
-def split_args(items: Iterable[str]) -> dict[str, str]:
+def split_args(
+    items: Iterable[str], reserved: frozenset[str] = RESERVED_ARG_NAMES
+) -> dict[str, str]:
     """``["n=3", "s=x"]`` -> ``{"n": "3", "s": "x"}``: names checked, values left as text.
+
+    `reserved` are the keyword names the submitting call takes itself.
 
     Raises:
         CliError: an item without ``=``, a name that is not an identifier or that `submit`
@@ -91,7 +101,7 @@ def split_args(items: Iterable[str]) -> dict[str, str]:
                 f"--arg {item!r}: {key!r} is not a valid keyword argument name; "
                 "write --arg NAME=VALUE with a Python identifier as NAME"
             )
-        if key in RESERVED_ARG_NAMES:
+        if key in reserved:
             raise CliError(
                 f"--arg {key}=...: {key!r} is an option of the run itself, not a task argument; "
                 f"use --{key.replace('_', '-')} if there is such an option, or rename the "

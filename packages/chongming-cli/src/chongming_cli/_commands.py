@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from chongming_cli._output import (
     write_json,
 )
 from chongming_cli._session import NodeOptions, open_controller
+from chongming_cli._waiting import waiting_reason, waiting_reasons
 from chongming_core import TaskSnapshot, TaskStatus, UnreadableRow, unreadable_in
 from chongming_runtime import (
     Controller,
@@ -73,6 +75,9 @@ def unknown_task(task_id: str, node: NodeOptions) -> str:
         f"store?); list the tasks with: {suggest(node, 'ps')}"
     )
 
+
+#: Durable tasks whose wait `ps` explains, one line each.
+_NAMED_WAITING = 20
 
 #: Rows that could not be read named one per line before the rest are only counted.
 _NAMED_UNREADABLE = 20
@@ -182,12 +187,17 @@ def cmd_ps(args: argparse.Namespace, node: NodeOptions, console: Console) -> int
         if args.limit is not None:
             found.reverse()
         now = controller.clock.now()
+        waiting = waiting_reasons(controller, found, now)
     unreadable = unreadable_in(found)
     if args.json:
         write_json(console.out, [s.to_dict() for s in found])
         _unreadable_failure(console, unreadable, "every other task was listed")
         return EXIT_OK
     console.say(render_table(found, now=now, encoding=console.encoding))
+    for task_id, reason in list(waiting.items())[:_NAMED_WAITING]:
+        console.note(f"waiting: {printable(task_id)}: {printable(reason)}")
+    if len(waiting) > _NAMED_WAITING:
+        console.note(f"waiting: and {len(waiting) - _NAMED_WAITING} more queued durable tasks")
     unrenewed = [s.task_id for s in found if lease_expired_for(s, now) is not None]
     if unrenewed:
         shown = ", ".join(printable(t) for t in unrenewed[:10])
@@ -205,12 +215,18 @@ def cmd_status(args: argparse.Namespace, node: NodeOptions, console: Console) ->
     """Show one task."""
     with open_controller(node) as controller:
         snapshot = _existing(controller, args.task_id, node)
+        now = controller.clock.now()
+        waiting = waiting_reasons(controller, [snapshot], now).get(snapshot.task_id)
     if args.json:
         write_json(console.out, snapshot.to_dict())
     else:
         console.say(
             format_snapshot(
-                snapshot, console.palette, reconcile_hint=suggest(node, "reconcile", "--dry-run")
+                snapshot,
+                console.palette,
+                now=now,
+                reconcile_hint=suggest(node, "reconcile", "--dry-run"),
+                waiting=waiting,
             )
         )
     return EXIT_OK
@@ -327,11 +343,18 @@ def cmd_dashboard(args: argparse.Namespace, node: NodeOptions, console: Console)
             "the installed chongming-tui has no dashboard (chongming_tui.run_dashboard is "
             'missing); install one that has: pip install -U "chongming-task[tui]"'
         )
+    options: dict[str, Any] = {}
+    try:  # a dashboard without the waiting reasons still opens
+        if "waiting_reason" in inspect.signature(run_dashboard).parameters:
+            options["waiting_reason"] = waiting_reason
+    except (TypeError, ValueError):
+        pass
     with open_controller(node) as controller:
         result = run_dashboard(
             controller=controller,
             store_label=node.location.label,
             reconcile_command=suggest(node, "reconcile"),
+            **options,
         )
     return result if isinstance(result, int) and not isinstance(result, bool) else EXIT_OK
 

@@ -10,6 +10,7 @@ from collections.abc import Mapping, Sequence
 from chongming_cli._commands import COMMANDS, Console
 from chongming_cli._completion import complete_if_asked
 from chongming_cli._controls import CONTROLS
+from chongming_cli._durable import cmd_nodes, cmd_submit, cmd_worker
 from chongming_cli._encoding import protected_streams, recover_arguments, recover_environ
 from chongming_cli._exit import EXIT_FAILED, CliError
 from chongming_cli._parser import PROG, UsageError, build_parser
@@ -25,6 +26,9 @@ from chongming_core import (
 from chongming_runtime import printable
 
 __all__ = ["main"]
+
+
+_DURABLE = {"submit": cmd_submit, "worker": cmd_worker, "nodes": cmd_nodes}
 
 
 def _describe(exc: BaseException) -> str:
@@ -85,7 +89,7 @@ def _main(argv: Sequence[str] | None) -> int:
         node = resolve_node(args, environ)
         if args.command == "run":
             return cmd_run(args, node, console)
-        command = COMMANDS.get(args.command) or CONTROLS[args.command]
+        command = COMMANDS.get(args.command) or CONTROLS.get(args.command) or _DURABLE[args.command]
         return command(args, node, console)
     except (Exception, KeyboardInterrupt) as exc:
         if debug:

@@ -114,9 +114,11 @@ def format_snapshot(
     *,
     now: datetime | None = None,
     reconcile_hint: str = "chongming-task reconcile --dry-run",
+    waiting: str | None = None,
 ) -> str:
     """The ``status`` view: one task, one field per line (`reconcile_hint`: the command an
-    expired lease points to, with the store options of the command line)."""
+    expired lease points to, with the store options of the command line; `waiting`: why a
+    durable queued task waits, see `waiting_reason`)."""
     moment = now or datetime.now(UTC)
     status = palette.status(snapshot.status) if palette else snapshot.status.value
     p = printable  # every value below but the (painted) status came from the task's record
@@ -128,6 +130,7 @@ def format_snapshot(
         pairs.append(("label", p(snapshot.label)))
     pairs += [
         ("status", status + (" (in place)" if snapshot.paused_in_place else "")),
+        *([("waiting", p(waiting))] if waiting else []),
         ("attempt", f"{snapshot.attempt}/{snapshot.max_attempts}"),
         ("elapsed", format_elapsed(snapshot.elapsed(moment))),
         *_time_apart(snapshot, moment),

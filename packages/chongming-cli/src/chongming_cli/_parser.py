@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NoReturn
 
 from chongming_cli._exit import CliError
 from chongming_cli._versions import versions_text
+from chongming_cli._when import parse_duration
 from chongming_core import TaskStatus
 
 __all__ = ["UsageError", "build_parser"]
@@ -69,15 +70,16 @@ store:
   postgresql://user@host:5432/db (pip install "chongming-task[postgres]"); any
   backend registered under the "chongming.stores" entry points works; ?schema=NAME
   picks the PostgreSQL schema (default chongming). Options win over environment
-  variables. Passwords are never printed. Only run creates a store (or migrates an
-  older one); every other command opens an existing store and changes nothing.
+  variables. Passwords are never printed. Only run, submit and worker create a store (or
+  migrate an older one); every other command opens an existing store and changes
+  nothing.
 
 exit codes:
   0  the command did what was asked
   1  the command failed (bad arguments, unknown task id or name, unreachable
      store, a request the task cannot take); one line on stderr says why
-  3  the command worked but the task did not succeed (run: the task ended
-     failed, stopped, lost, cancelled or skipped)
+  3  the command worked but the task did not succeed (run, submit --wait: the
+     task ended failed, stopped, lost, cancelled or skipped)
 
 examples:
   chongming-task tasks --tasks myapp.tasks
@@ -105,6 +107,28 @@ paste the command it prints ("stop it from another terminal with: ..."). With
 --owned-buckets covering only some buckets, --bucket-key is required (a task in
 nobody's bucket would never run)."""
 
+
+_SUBMIT_EPILOG = """\
+submit writes the task to the store, queued and held by nobody, and prints its id;
+a worker that serves the name (chongming-task worker) claims and runs it. With
+--tasks MODULE, --arg values are converted by the task's annotations as run does
+(a value that does not convert is refused, exit 1, and nothing is written); without
+it, or when the module cannot be imported, they are read as JSON (text when not
+JSON), and a note on stderr says so. --delay and --at keep it from being claimed
+before then; an --at time without an offset is this machine's local time (a note
+says which UTC time that is). --wait stays until the task ends and prints its
+outcome: exit 0 when it succeeded, 3 otherwise; Ctrl-C or --timeout stop the
+waiting only (exit 1), never the task."""
+
+_WORKER_EPILOG = """\
+worker registers every task of MODULE (its register(controller), else its @task
+functions), claims queued durable tasks of those names in the buckets it owns
+(--owned-buckets) while it has room, and runs them until told to stop. It keeps a
+row in the store that chongming-task nodes lists. On SIGTERM or Ctrl-C it stops
+claiming, gives running tasks --grace seconds to finish, then asks each one still
+running to stop: it ends stopped, or lost when its body does not unwind within the
+graceful window (5s); then it exits 0. A second signal exits at once (exit 1): what
+still ran keeps its lease until it runs out, and reconcile then marks it lost."""
 
 _CONTROL_EPILOG = """\
 --json prints what happened as one object: {"task_id", "action", "outcome",
@@ -201,6 +225,100 @@ def _integer(text: str) -> int:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+
+
+def _duration(text: str) -> float:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _durable_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
+    """``submit``, ``worker`` and ``nodes``."""
+    submit = command(
+        "submit", "enqueue a durable task for any worker to run (prints its id)", _SUBMIT_EPILOG
+    )
+    submit.add_argument("task", metavar="TASK", help="a task name some worker serves")
+    submit.add_argument(
+        "--tasks",
+        metavar="MODULE",
+        help="the task module, to convert --arg values by the task's annotations "
+        "(without it: JSON)",
+    )
+    submit.add_argument(
+        "--arg",
+        metavar="NAME=VALUE",
+        action="append",
+        default=[],
+        help="a keyword argument of the task; repeatable",
+    )
+    when = submit.add_mutually_exclusive_group()
+    when.add_argument(
+        "--delay",
+        metavar="DURATION",
+        type=_duration,
+        help="claimable only after this long, e.g. 30s, 5m, 1h, 1.5s",
+    )
+    when.add_argument(
+        "--at",
+        metavar="TIME",
+        help="claimable only from this ISO-8601 time, e.g. 2026-10-02T08:00:00+08:00 "
+        "(no offset: local time)",
+    )
+    submit.add_argument("--task-id", metavar="ID", help="the task's id (default NAME-<random>)")
+    submit.add_argument("--label", help="display name (any script)")
+    submit.add_argument("--tag", action="append", default=None, help="a tag; repeatable")
+    submit.add_argument("--priority", type=_integer, help="larger is claimed first (default 0)")
+    submit.add_argument("--bucket-key", metavar="KEY", help="business key choosing the bucket")
+    submit.add_argument(
+        "--wait", action="store_true", help="wait for the outcome; exit 0 or 3 as run does"
+    )
+    submit.add_argument(
+        "--timeout",
+        metavar="SECONDS",
+        type=_seconds,
+        help="with --wait: give up waiting after SECONDS (exit 1; the task is left as it is)",
+    )
+    _json_option(submit)
+
+    worker = command(
+        "worker", "serve the tasks of a module: claim durable tasks and run them", _WORKER_EPILOG
+    )
+    worker.add_argument("--tasks", metavar="MODULE", required=True, help="e.g. myapp.tasks")
+    worker.add_argument(
+        "--max-parallel",
+        metavar="N",
+        type=_positive,
+        default=4,
+        help="tasks run at once (default 4)",
+    )
+    worker.add_argument(
+        "--grace",
+        metavar="SECONDS",
+        type=_non_negative_seconds,
+        default=30.0,
+        help="after SIGTERM or Ctrl-C, how long running tasks get to finish (default 30)",
+    )
+    worker.add_argument(
+        "--fleet-limit",
+        metavar="TAG=N",
+        action="append",
+        default=[],
+        help="at most N running durable tasks with TAG in the whole store; repeatable",
+    )
+
+    _json_option(command("nodes", "list the workers that serve the store, live or expired"))
+
+
+def _non_negative_seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"{text!r} must be a number of seconds >= 0")
+    return value
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -336,6 +454,8 @@ def build_parser() -> argparse.ArgumentParser:
         required=True,
         help="how many of the most recently finished tasks to keep (0 drops them all)",
     )
+
+    _durable_commands(command)
 
     command("dashboard", 'open the live dashboard (needs: pip install "chongming-task[tui]")')
     return parser

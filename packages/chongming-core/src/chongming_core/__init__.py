@@ -6,6 +6,7 @@ and the stores agree on.
 
 from __future__ import annotations
 
+from chongming_core._arguments import durable_arguments as durable_arguments
 from chongming_core._buckets import (
     DEFAULT_NUM_BUCKETS as DEFAULT_NUM_BUCKETS,
 )
@@ -178,6 +179,8 @@ from chongming_core._unreadable import Listing as Listing
 from chongming_core._unreadable import UnreadableRow as UnreadableRow
 from chongming_core._unreadable import decode_row as decode_row
 from chongming_core._unreadable import unreadable_in as unreadable_in
+from chongming_core._work import ClaimRequest as ClaimRequest
+from chongming_core._work import WorkerRecord as WorkerRecord
 
 __version__ = "0.1.0"
 
@@ -196,6 +199,7 @@ __all__ = [
     "Backoff",
     "BucketPolicy",
     "CircularDependency",
+    "ClaimRequest",
     "Clock",
     "Command",
     "CommandAction",
@@ -237,8 +241,10 @@ __all__ = [
     "Transition",
     "Undecodable",
     "UnreadableRow",
+    "WorkerRecord",
     "buckets_for_node",
     "decode_row",
+    "durable_arguments",
     "get_task_spec",
     "parse_bucket_spec",
     "progress_problem",

@@ -16,10 +16,11 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from chongming_core._arguments import arguments_problem
 from chongming_core._command_row import checked_command
 from chongming_core._conflicts import version_conflict
 from chongming_core._decoding import shown
-from chongming_core._errors import ConcurrencyConflict, StoreError
+from chongming_core._errors import ConcurrencyConflict, ConfigurationError, StoreError
 from chongming_core._json import progress_problem
 from chongming_core._records import Progress, TaskSnapshot, Transition
 from chongming_core._status import TaskStatus
@@ -33,6 +34,16 @@ from chongming_core._store import (
     write_jsonl,
 )
 from chongming_core._unreadable import Counts, Listing, UnreadableRow, decode_row
+from chongming_core._work import (
+    ChangeSignals,
+    ClaimRequest,
+    WakeUp,
+    WorkerRecord,
+    choose_claims,
+    claimable,
+    holds_fleet_slot,
+    wakes_workers,
+)
 
 __all__ = ["InMemoryTaskStore"]
 
@@ -47,6 +58,7 @@ class InMemoryTaskStore(TaskStore):
     """
 
     writes_in_memory = True
+    supports_durable_work = True
 
     def __init__(self) -> None:
         self._lock = threading.RLock()
@@ -56,6 +68,9 @@ class InMemoryTaskStore(TaskStore):
         self._commands: dict[str, Command] = {}
         self._command_order: dict[str, int] = {}
         self._sequence = itertools.count()
+        self._workers: dict[str, WorkerRecord] = {}
+        self._work = WakeUp()
+        self._changes = ChangeSignals()
         self._closed = False
 
     def __repr__(self) -> str:
@@ -70,6 +85,12 @@ class InMemoryTaskStore(TaskStore):
         and with its outcome as every other store hands it back (a tuple as a list)."""
         if snapshot.progress is not None:
             _check_progress(snapshot.task_id, snapshot.progress)
+        if snapshot.arguments is not None:
+            problem = arguments_problem(snapshot.arguments)
+            if problem is not None:
+                raise StoreError(
+                    f"cannot store task {snapshot.task_id!r}: {problem}", task_id=snapshot.task_id
+                )
         outcome = snapshot.outcome
         if outcome is None:
             return snapshot
@@ -88,6 +109,7 @@ class InMemoryTaskStore(TaskStore):
         with self._lock:
             self._open()
             self._create(snapshot, transitions)
+        self._signal([snapshot])
 
     def _create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition]) -> None:
         existing = self._tasks.get(snapshot.task_id)
@@ -115,6 +137,7 @@ class InMemoryTaskStore(TaskStore):
         with self._lock:
             self._open()
             self._save(snapshot, expect_version, transitions)
+        self._signal([snapshot])
 
     def _save(
         self, snapshot: TaskSnapshot, expect_version: int, transitions: Sequence[Transition]
@@ -138,6 +161,7 @@ class InMemoryTaskStore(TaskStore):
         """See `TaskStore.save_many`."""
         conflicts: list[ConcurrencyConflict] = []
         kept = [self._kept(w.snapshot) for w in writes]  # an unstorable item: nothing written
+        applied: list[TaskSnapshot] = []
         with self._lock:
             self._open()
             for write, snapshot in zip(writes, kept, strict=True):
@@ -148,7 +172,18 @@ class InMemoryTaskStore(TaskStore):
                         self._save(snapshot, write.expect_version, write.transitions)
                 except ConcurrencyConflict as conflict:
                     conflicts.append(conflict)
+                else:
+                    applied.append(snapshot)
+        self._signal(applied)
         return conflicts
+
+    def _signal(self, written: Sequence[TaskSnapshot]) -> None:
+        """Wake this store's waiters for what `written` (applied writes) changed."""
+        if any(wakes_workers(s) for s in written):
+            self._work.set()
+        ended = [s.task_id for s in written if s.durable and s.is_terminal]
+        if ended:
+            self._changes.notify(ended)
 
     def get(self, task_id: str) -> TaskSnapshot | None:
         """See `TaskStore.get`."""
@@ -362,6 +397,99 @@ class InMemoryTaskStore(TaskStore):
             ]
         return found if limit is None else found[:limit]
 
+    # ------------------------------------------------------------------ durable work
+    def claim_tasks(self, request: ClaimRequest) -> list[TaskSnapshot]:
+        """See `TaskStore.claim_tasks`: chosen and leased under the store's lock."""
+        if not isinstance(request, ClaimRequest):
+            raise ConfigurationError(f"claim_tasks needs a ClaimRequest, got {request!r}")
+        with self._lock:
+            self._open()
+            if request.limit <= 0 or not request.names:
+                return []
+            readable = [s for s in self._tasks.values() if isinstance(s, TaskSnapshot)]
+            candidates = sorted(
+                (s for s in readable if claimable(s, request)),
+                key=lambda s: (-s.priority, self._order[s.task_id]),
+            )
+            fleet_active: dict[str, int] = {}
+            if request.fleet_limits:
+                for s in readable:
+                    if holds_fleet_slot(s, request.now):
+                        for tag in s.tags & request.fleet_limits.keys():
+                            fleet_active[tag] = fleet_active.get(tag, 0) + 1
+            claimed = []
+            for chosen in choose_claims(candidates, request, fleet_active):
+                leased = chosen.evolve(lease_owner=request.owner, lease_until=request.lease_until)
+                self._tasks[chosen.task_id] = leased
+                claimed.append(leased)
+            return claimed
+
+    def release_claim(self, task_id: str, owner: str, version: int) -> bool:
+        """See `TaskStore.release_claim`."""
+        with self._lock:
+            self._open()
+            current = self._tasks.get(task_id)
+            if (
+                not isinstance(current, TaskSnapshot)
+                or current.lease_owner != owner
+                or current.status is not TaskStatus.QUEUED
+                or current.status_version != version
+            ):
+                return False
+            released = current.evolve(lease_owner=None, lease_until=None)
+            self._tasks[task_id] = released
+        self._signal([released])
+        return True
+
+    def register_worker(self, record: WorkerRecord) -> None:
+        """See `TaskStore.register_worker`."""
+        if not isinstance(record, WorkerRecord):
+            raise ConfigurationError(f"register_worker needs a WorkerRecord, got {record!r}")
+        with self._lock:
+            self._open()
+            self._workers[record.owner] = record
+
+    def renew_worker(self, owner: str, *, last_seen: datetime, lease_until: datetime) -> bool:
+        """See `TaskStore.renew_worker`."""
+        with self._lock:
+            self._open()
+            record = self._workers.get(owner)
+            if record is None:
+                return False
+            self._workers[owner] = dataclasses.replace(
+                record, last_seen=last_seen, lease_until=lease_until
+            )
+            return True
+
+    def remove_worker(self, owner: str) -> bool:
+        """See `TaskStore.remove_worker`."""
+        with self._lock:
+            self._open()
+            return self._workers.pop(owner, None) is not None
+
+    def workers(self) -> list[WorkerRecord]:
+        """See `TaskStore.workers`."""
+        with self._lock:
+            self._open()
+            return [self._workers[owner] for owner in sorted(self._workers)]
+
+    def served_names(self, now: datetime) -> frozenset[str]:
+        """See `TaskStore.served_names`."""
+        with self._lock:
+            self._open()
+            live = [w for w in self._workers.values() if w.is_live(now)]
+        return frozenset(name for w in live for name in w.names)
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """See `TaskStore.wait_for_work`: woken by this store's own writes."""
+        self._open()
+        return self._work.wait(timeout)
+
+    def wait_for_change(self, task_id: str, timeout: float) -> bool:
+        """See `TaskStore.wait_for_change`: woken by this store's own writes."""
+        self._open()
+        return self._changes.wait(task_id, timeout, lambda: _has_ended(self.get(task_id)))
+
     # ------------------------------------------------------------------ housekeeping
     def prune(self, keep_terminal: int) -> int:
         """See `TaskStore.prune`."""
@@ -418,6 +546,11 @@ class InMemoryTaskStore(TaskStore):
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _has_ended(snapshot: TaskSnapshot | None) -> bool:
+    """Whether `snapshot` is a durable task in a terminal status."""
+    return snapshot is not None and snapshot.durable and snapshot.is_terminal
 
 
 def _is_text(value: object) -> bool:

@@ -205,6 +205,11 @@ class TaskSnapshot:
     without a new version. ``paused_seconds`` is how long the current attempt was
     suspended in place in pauses it has resumed from; a pause under way began at
     `paused_since`.
+
+    A ``durable`` task may be claimed by any worker that serves its name and owns its
+    bucket (`TaskStore.claim_tasks`); its ``arguments`` are the JSON object
+    ``{"args": [...], "kwargs": {...}}`` (`durable_arguments`), and it is not claimable
+    before ``run_at``.
     """
 
     task_id: str
@@ -237,6 +242,9 @@ class TaskSnapshot:
     paused_in_place: bool = False
     attempts: tuple[AttemptRecord, ...] = ()
     paused_seconds: float = 0.0
+    durable: bool = False
+    arguments: Mapping[str, Any] | None = None
+    run_at: datetime | None = None
 
     @property
     def is_terminal(self) -> bool:
@@ -349,6 +357,9 @@ class TaskSnapshot:
             "paused_in_place": self.paused_in_place,
             "attempts": [a.to_dict() for a in self.attempts],
             "paused_seconds": self.paused_seconds,
+            "durable": self.durable,
+            "arguments": self.arguments,
+            "run_at": format_time(self.run_at),
         }
 
     @classmethod
@@ -396,6 +407,9 @@ class TaskSnapshot:
             paused_in_place=f.boolean("paused_in_place", False),
             attempts=read_attempts(f.items("attempts"), "attempts"),
             paused_seconds=float(f.optional_number("paused_seconds") or 0.0),
+            durable=f.boolean("durable", False),
+            arguments=f.optional_object("arguments"),
+            run_at=f.time("run_at"),
         )
 
 
@@ -463,6 +477,9 @@ def _fill(new: Any, v: list[Any]) -> None:
     new.paused_in_place = v[27]
     new.attempts = v[28]
     new.paused_seconds = v[29]
+    new.durable = v[30]
+    new.arguments = v[31]
+    new.run_at = v[32]
 
 
 class _UnfrozenTransition:

@@ -11,14 +11,16 @@ every call under one lock.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from typing import Any
 
 from chongming_core import _triggers as trig
+from chongming_core._arguments import arguments_problem
 from chongming_core._clock import SYSTEM_CLOCK, Clock
 from chongming_core._errors import AttemptsExhausted, ConfigurationError, InvalidTransition
 from chongming_core._failure import Failure, FailureKind
+from chongming_core._json import portable_json
 from chongming_core._records import (
     AttemptRecord,
     TaskSnapshot,
@@ -86,8 +88,15 @@ class StateMachine:
         pipeline_id: str | None = None,
         node_id: str | None = None,
         clock: Clock | None = None,
+        durable: bool = False,
+        arguments: Mapping[str, Any] | None = None,
+        run_at: datetime | None = None,
     ) -> StateMachine:
-        """A new task in ``pending`` at version 0, with an empty trajectory."""
+        """A new task in ``pending`` at version 0, with an empty trajectory.
+
+        A `durable` task carries its `arguments` (see `durable_arguments`) and is not
+        claimed by a worker before `run_at`.
+        """
         if not isinstance(task_id, str) or not task_id:
             raise ConfigurationError(f"task_id must be a non-empty string, got {task_id!r}")
         if not isinstance(name, str) or not name:
@@ -98,6 +107,15 @@ class StateMachine:
                 f"got {max_attempts!r}"
             )
         tag_set = validate_tags(tags)
+        if not isinstance(durable, bool):
+            raise ConfigurationError(f"durable must be True or False, got {durable!r}")
+        problem = arguments_problem(arguments)
+        if problem is not None:
+            raise ConfigurationError(problem)
+        if arguments is not None:  # as every store hands it back: tuples as lists
+            arguments = portable_json(dict(arguments))
+        if run_at is not None and (not isinstance(run_at, datetime) or run_at.utcoffset() is None):
+            raise ConfigurationError(f"run_at must be a timezone-aware datetime, got {run_at!r}")
         clk: Clock = clock if clock is not None else SYSTEM_CLOCK
         now = clk.now()
         snapshot = TaskSnapshot(
@@ -114,6 +132,9 @@ class StateMachine:
             node_id=node_id,
             created_at=now,
             updated_at=now,
+            durable=durable,
+            arguments=arguments,
+            run_at=run_at,
         )
         return cls(snapshot, clock=clk)
 

@@ -13,6 +13,10 @@ high-frequency side path  touch / touch_many                           never cha
 control commands          submit_command / claim_commands /            leased, so a crashed claimer
                           complete_command / release_command /         never loses a command
                           commands
+durable work              claim_tasks / release_claim /                one fenced write per claim;
+                          register_worker / renew_worker /             optional: see
+                          remove_worker / workers / served_names /     ``supports_durable_work``
+                          wait_for_work / wait_for_change
 housekeeping              prune / close
 ========================  ===========================================  ============================
 
@@ -36,6 +40,7 @@ from chongming_core._errors import ConcurrencyConflict, ConfigurationError
 from chongming_core._json import portable_json
 from chongming_core._records import Progress, TaskSnapshot, Transition
 from chongming_core._status import TERMINAL_STATUSES, TaskStatus
+from chongming_core._work import ClaimRequest, WorkerRecord
 
 __all__ = [
     "UNSET",
@@ -282,6 +287,11 @@ class TaskStore(abc.ABC):
     #: asked for it instead of waking its background thread to batch it.
     writes_in_memory: ClassVar[bool] = False
 
+    #: True when this store implements durable work: `claim_tasks`, `release_claim`, the
+    #: worker rows and the wake-ups. A store without it raises `ConfigurationError` from
+    #: each of those methods (it still stores durable snapshots like any other).
+    supports_durable_work: ClassVar[bool] = False
+
     # ------------------------------------------------------------------ values
     def stored_outcome(self, value: Any) -> Any:
         """`value`, a task's outcome, as every reader of this store will get it back.
@@ -507,6 +517,82 @@ class TaskStore(abc.ABC):
     ) -> list[Command]:
         """Commands (optionally of one task), oldest first, for inspection. A row that
         cannot be read whole is listed with `problem` set, never raised."""
+
+    # ------------------------------------------------------------------ durable work
+    def _no_durable_work(self) -> ConfigurationError:
+        return ConfigurationError(
+            f"{type(self).__name__} does not support durable tasks (supports_durable_work is "
+            "False); use InMemoryTaskStore, SqliteTaskStore or PostgresTaskStore"
+        )
+
+    def claim_tasks(self, request: ClaimRequest) -> list[TaskSnapshot]:
+        """Claim queued durable tasks for ``request.owner`` and return them, leased.
+
+        Candidates are durable, ``queued``, named in ``request.names``, in
+        ``request.buckets`` (any bucket when None), due (``run_at`` None or not after
+        ``request.now``) and held by no live lease (no ``lease_owner``, or a lease that
+        ended at or before ``request.now``). They are taken highest priority first, then
+        oldest (creation order), within the room of the request (`choose_claims`):
+        ``limit``, ``tag_room``, ``bucket_room`` and ``fleet_limits``, the last counted
+        over the whole store (`holds_fleet_slot`) so that no two claimers both see room.
+
+        Each chosen task gets ONE write fenced by its ``status_version``: ``lease_owner``
+        and ``lease_until`` are set, the status stays ``queued`` and the version is
+        unchanged, so the claimant's own `StateMachine` then moves it on with `save` under
+        that version. No task is ever claimed by two claimers at once.
+
+        Returns:
+            The claimed snapshots (lease set), in claim order.
+
+        Raises:
+            ConfigurationError: this store does not support durable work.
+        """
+        raise self._no_durable_work()
+
+    def release_claim(self, task_id: str, owner: str, version: int) -> bool:
+        """Give a claimed task back (a claimant that cannot start it): clear its lease if
+        `owner` still holds it, it is still ``queued`` and at `version`.
+
+        Returns:
+            True when the lease was cleared (the task is claimable again).
+        """
+        raise self._no_durable_work()
+
+    def register_worker(self, record: WorkerRecord) -> None:
+        """Store `record`, replacing the row of the same owner if there is one."""
+        raise self._no_durable_work()
+
+    def renew_worker(self, owner: str, *, last_seen: datetime, lease_until: datetime) -> bool:
+        """Refresh a worker's ``last_seen`` and ``lease_until``; False when it has no row."""
+        raise self._no_durable_work()
+
+    def remove_worker(self, owner: str) -> bool:
+        """Delete a worker's row; False when it had none."""
+        raise self._no_durable_work()
+
+    def workers(self) -> list[WorkerRecord]:
+        """Every worker row, live and expired, ordered by owner."""
+        raise self._no_durable_work()
+
+    def served_names(self, now: datetime) -> frozenset[str]:
+        """The task names served by the workers live at `now` (`WorkerRecord.is_live`)."""
+        raise self._no_durable_work()
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """Block until work may have become claimable (True) or `timeout` seconds pass.
+
+        A durable task written ``queued`` and unheld (`wakes_workers`), or a released
+        claim, wakes the waiter: on PostgreSQL from any process (``NOTIFY``), on the other
+        stores only from this process, so their workers also poll.
+        """
+        raise self._no_durable_work()
+
+    def wait_for_change(self, task_id: str, timeout: float) -> bool:
+        """Block until the durable task `task_id` is in a terminal status (True) or `timeout`
+        seconds pass (False); True at once when it already is. On PostgreSQL a terminal
+        save from any process wakes it (``NOTIFY``); elsewhere one of this process does, so
+        a caller waiting on another process's work waits in slices and reads the task."""
+        raise self._no_durable_work()
 
     # ------------------------------------------------------------------ housekeeping
     @abc.abstractmethod

@@ -37,11 +37,22 @@ Values a store can keep
     progress; `MAX_DEPTH` and `MAX_INT_DIGITS` are the limits they apply;
     `safe_repr` renders any value for a message without failing.
 
+Durable work
+    `choose_claims` applies a `ClaimRequest`'s room to the candidates a store found
+    (`claimable`) and `claim_tags` the tags a claimed task holds (the claimant's
+    registered tags when it was enqueued with none: the store writes them with the
+    lease), `holds_fleet_slot` says which tasks count against a fleet limit,
+    `FLEET_STATUSES` the statuses that always do, `lease_is_live` when a lease holds,
+    `wakes_workers` which writes wake waiting workers, `arguments_problem` why a
+    store cannot keep a task's arguments; `WakeUp` and `ChangeSignals` are the
+    in-process wake-ups of a store without a notification channel.
+
 Everything here is public and stable; the private modules behind it are not.
 """
 
 from __future__ import annotations
 
+from chongming_core._arguments import arguments_problem as arguments_problem
 from chongming_core._command_row import COMMAND_COLUMNS as COMMAND_COLUMNS
 from chongming_core._command_row import Undecodable as Undecodable
 from chongming_core._command_row import read_command as read_command
@@ -69,17 +80,35 @@ from chongming_core._unreadable import Listing as Listing
 from chongming_core._unreadable import UnreadableRow as UnreadableRow
 from chongming_core._unreadable import decode_row as decode_row
 from chongming_core._unreadable import stored_id as stored_id
+from chongming_core._work import FLEET_STATUSES as FLEET_STATUSES
+from chongming_core._work import ChangeSignals as ChangeSignals
+from chongming_core._work import WakeUp as WakeUp
+from chongming_core._work import choose_claims as choose_claims
+from chongming_core._work import claim_tags as claim_tags
+from chongming_core._work import claimable as claimable
+from chongming_core._work import holds_fleet_slot as holds_fleet_slot
+from chongming_core._work import lease_is_live as lease_is_live
+from chongming_core._work import wakes_workers as wakes_workers
 
 __all__ = [
     "COMMAND_COLUMNS",
+    "FLEET_STATUSES",
     "MAX_DEPTH",
     "MAX_INT_DIGITS",
+    "ChangeSignals",
     "Counts",
     "Listing",
     "Undecodable",
     "UnreadableRow",
+    "WakeUp",
+    "arguments_problem",
+    "choose_claims",
+    "claim_tags",
+    "claimable",
     "decode_row",
     "format_time",
+    "holds_fleet_slot",
+    "lease_is_live",
     "number_problem",
     "parse_time",
     "portable_json",
@@ -97,5 +126,6 @@ __all__ = [
     "stored_id",
     "validate_keep_terminal",
     "version_conflict",
+    "wakes_workers",
     "write_jsonl",
 ]

@@ -21,6 +21,7 @@ from chongming_runtime.body._context import RuntimeContext as RuntimeContext
 from chongming_runtime.body._context import RuntimeContext as TaskContext
 from chongming_runtime.controller._controller import Controller as Controller
 from chongming_runtime.controller._controller import default_owner as default_owner
+from chongming_runtime.controller._enqueue import Job as Job
 from chongming_runtime.controller._ownership import describe_buckets as describe_buckets
 from chongming_runtime.controller._reconcile import ReconcileReport as ReconcileReport
 from chongming_runtime.controller._registry import RegisteredTask as RegisteredTask
@@ -54,6 +55,7 @@ __all__ = [
     "ControllerStats",
     "Executor",
     "InlineExecutor",
+    "Job",
     "PersistFailure",
     "Pipeline",
     "PipelineNode",

@@ -7,6 +7,7 @@ import inspect
 from chongming_store_contract._checks import expect
 from chongming_store_contract._commands import CommandsContract
 from chongming_store_contract._concurrency import ConcurrencyContract
+from chongming_store_contract._durable import DurableWorkContract
 from chongming_store_contract._fidelity import FidelityContract
 from chongming_store_contract._guard import contract_problems, contract_test_names
 from chongming_store_contract._history import HistoryContract
@@ -33,6 +34,7 @@ class StoreContract(
     ValuesContract,
     ConcurrencyContract,
     UnreadableContract,
+    DurableWorkContract,
 ):
     """The contract suite. Subclass it once per backend; pytest collects the subclass.
 

@@ -140,6 +140,9 @@ def rich_snapshot(task_id: str) -> TaskSnapshot:
             ),
         ),
         paused_seconds=3.0625,
+        durable=True,
+        arguments={"args": ["租户A", [1, 2.5e300, None]], "kwargs": {"path": "/数据/a.csv"}},
+        run_at=datetime(2026, 3, 4, 5, 0, 0, 999999, tzinfo=_WEST),
     )
 
 

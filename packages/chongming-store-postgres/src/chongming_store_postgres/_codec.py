@@ -36,6 +36,7 @@ from chongming_core import (
 from chongming_core.backend import (
     Undecodable,
     UnreadableRow,
+    arguments_problem,
     decode_row,
     progress_problem,
     read_attempts,
@@ -95,6 +96,9 @@ TASK_COLUMNS: tuple[str, ...] = (
     "paused_in_place",
     "attempts",
     "paused_seconds",
+    "durable",
+    "arguments",
+    "run_at",
 )
 
 _NUL = "\x00"
@@ -225,6 +229,7 @@ def snapshot_params(s: TaskSnapshot, stored_outcome: Callable[[Any], object]) ->
             "finished_at",
             "retry_at",
             "lease_until",
+            "run_at",
         )
     }
     return {
@@ -253,11 +258,23 @@ def snapshot_params(s: TaskSnapshot, stored_outcome: Callable[[Any], object]) ->
         "paused_in_place": s.paused_in_place,
         "attempts": dumps([a.to_dict() for a in s.attempts], f"{what} attempts", task_id=tid),
         "paused_seconds": float(s.paused_seconds),
+        "durable": bool(s.durable),
+        "arguments": _arguments_json(s.arguments, tid),
         "id_fold": _fold(tid),
         "name_fold": _fold(s.name),
         "label_fold": _fold(s.label),
         **times,
     }
+
+
+def _arguments_json(arguments: object, task_id: str) -> str | None:
+    """The ``arguments`` column: refused as every store refuses it (`arguments_problem`)."""
+    if arguments is None:
+        return None
+    problem = arguments_problem(arguments)
+    if problem is not None:
+        raise StoreError(f"cannot store task {task_id!r}: {problem}", task_id=task_id)
+    return dumps(arguments, f"task {task_id!r} arguments", task_id=task_id, allow_nul=True)
 
 
 def progress_json(progress: Progress | None, task_id: str) -> str | None:
@@ -316,6 +333,9 @@ def _snapshot(row: Sequence[Any]) -> TaskSnapshot:
         paused_in_place,
         attempts,
         paused_seconds,
+        durable,
+        arguments,
+        run_at,
     ) = row
     return TaskSnapshot(
         task_id=task_id,
@@ -348,7 +368,18 @@ def _snapshot(row: Sequence[Any]) -> TaskSnapshot:
         paused_in_place=paused_in_place,
         attempts=read_attempts(read_list(attempts, "attempts"), "attempts"),
         paused_seconds=float(paused_seconds),
+        durable=durable,
+        arguments=_arguments(arguments),
+        run_at=_moment(run_at, "run_at"),
     )
+
+
+def _arguments(value: object) -> Any:
+    if value is None or isinstance(value, dict):
+        return value
+    if isinstance(value, Unloadable):
+        raise ValueError(f"arguments {shown(value)} is JSON nested too deeply to read")
+    raise ValueError(f"arguments must be a JSON object or null, got {shown(value)}")
 
 
 def transition_arrays(transitions: Iterable[Transition]) -> dict[str, list[Any]]:

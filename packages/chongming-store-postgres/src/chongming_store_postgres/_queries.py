@@ -7,6 +7,7 @@ parameter ``%(name)s``. `Statements` renders them once per store.
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final, LiteralString
 
 from psycopg import sql
@@ -32,6 +33,8 @@ _CASTS: dict[str, LiteralString] = {
     "finished_at": "::timestamptz",
     "retry_at": "::timestamptz",
     "lease_until": "::timestamptz",
+    "arguments": "::json",
+    "run_at": "::timestamptz",
 }
 
 #: The transitions passed as column arrays (see `_codec.transition_arrays`).
@@ -46,7 +49,8 @@ _TRANSITION_INSERT: Final = """
         (task_id, status_version, from_status, to_status, trigger, actor, reason, at)"""
 
 #: Create a task and its first transitions in one statement. Returns
-#: ``(inserted, stored_version)``: the version is that of the existing row on a conflict.
+#: ``(inserted, stored_version, notified)``: the version is that of the existing row on a
+#: conflict. A write with a ``notify_channel`` notifies it when applied, at commit (D122).
 CREATE_TASK: Final = (
     """
 WITH inserted AS (
@@ -61,9 +65,13 @@ WITH inserted AS (
     + """
     WHERE EXISTS (SELECT 1 FROM inserted)
     ON CONFLICT DO NOTHING
+), notified AS (
+    SELECT pg_notify(%(notify_channel)s::text, %(notify_payload)s::text) FROM inserted
+    WHERE %(notify_channel)s::text IS NOT NULL
 )
 SELECT EXISTS (SELECT 1 FROM inserted),
-       (SELECT status_version FROM {tasks} WHERE task_id = %(task_id)s)
+       (SELECT status_version FROM {tasks} WHERE task_id = %(task_id)s),
+       (SELECT count(*) FROM notified)
 """
 )
 
@@ -83,9 +91,13 @@ WITH updated AS (
     + """
     WHERE EXISTS (SELECT 1 FROM updated)
     ON CONFLICT DO NOTHING
+), notified AS (
+    SELECT pg_notify(%(notify_channel)s::text, %(notify_payload)s::text) FROM updated
+    WHERE %(notify_channel)s::text IS NOT NULL
 )
 SELECT EXISTS (SELECT 1 FROM updated),
-       (SELECT status_version FROM {tasks} WHERE task_id = %(task_id)s)
+       (SELECT status_version FROM {tasks} WHERE task_id = %(task_id)s),
+       (SELECT count(*) FROM notified)
 """
 )
 
@@ -99,9 +111,9 @@ SAVE_BATCH: Final = (
     """
 WITH w AS (
     SELECT * FROM json_to_recordset(%(rows)s::json) AS w(ord integer, expect_version bigint,
-        {batch_columns})
+        notify_channel text, notify_payload text, {batch_columns})
 ), created AS (
-    INSERT INTO {tasks} ({insert_columns})
+    INSERT INTO {tasks} ({batch_insert_columns})
     SELECT {batch_values} FROM w WHERE w.expect_version IS NULL ORDER BY w.ord
     ON CONFLICT (task_id) DO NOTHING
     RETURNING task_id
@@ -123,9 +135,13 @@ WITH w AS (
         reason text, at timestamptz)
     WHERE t.owner IN (SELECT task_id FROM applied)
     ON CONFLICT DO NOTHING
+), notified AS (
+    SELECT pg_notify(w.notify_channel, w.notify_payload) FROM w
+    WHERE w.notify_channel IS NOT NULL AND w.task_id IN (SELECT task_id FROM applied)
 )
 SELECT w.task_id IN (SELECT task_id FROM applied),
-       (SELECT status_version FROM {tasks} AS k WHERE k.task_id = w.task_id)
+       (SELECT status_version FROM {tasks} AS k WHERE k.task_id = w.task_id),
+       (SELECT count(*) FROM notified)
 FROM w ORDER BY w.ord
 """
 )
@@ -244,6 +260,82 @@ WHERE (%(task_id)s::text IS NULL OR task_id = %(task_id)s::text)
   AND (%(include_complete)s OR completed_at IS NULL)
 ORDER BY seq LIMIT %(limit)s"""
 
+#: Serialise the claims that count one fleet-limited tag (released at commit).
+LOCK_FLEET_TAG: Final = "SELECT pg_advisory_xact_lock(hashtextextended(%(key)s, 0))"
+
+#: Per limited tag, the durable tasks holding it that hold a fleet slot at ``now``
+#: (`holds_fleet_slot`, in SQL).
+FLEET_ACTIVE: Final = """
+SELECT tag, count(*) FROM {tasks}, unnest(tags) AS tag
+WHERE durable AND tag = ANY(%(tags)s::text[])
+  AND (status = ANY(%(fleet_statuses)s::text[])
+       OR (status = 'paused' AND paused_in_place)
+       OR (status = 'queued' AND lease_owner IS NOT NULL AND lease_until > %(now)s))
+GROUP BY tag"""
+
+#: A page of claim candidates in claim order, locked; rows another claimer holds are
+#: skipped. ``after_*`` continues after the last row of the previous page.
+CLAIM_CANDIDATES: Final = """
+SELECT {task_columns}, seq FROM {tasks}
+WHERE durable AND status = 'queued'
+  AND name = ANY(%(names)s::text[])
+  AND (%(buckets)s::bigint[] IS NULL OR bucket = ANY(%(buckets)s::bigint[]))
+  AND (run_at IS NULL OR run_at <= %(now)s)
+  AND (lease_owner IS NULL OR lease_until IS NULL OR lease_until <= %(now)s)
+  AND (%(after_seq)s::bigint IS NULL OR priority < %(after_priority)s
+       OR (priority = %(after_priority)s AND seq > %(after_seq)s))
+ORDER BY priority DESC, seq
+LIMIT %(page)s
+FOR UPDATE SKIP LOCKED"""
+
+#: Lease the chosen tasks, each fenced by the version it was chosen at.
+LEASE_TASKS: Final = """
+UPDATE {tasks} AS k SET lease_owner = %(owner)s, lease_until = %(until)s
+FROM unnest(%(task_ids)s::text[], %(versions)s::bigint[]) AS c(task_id, status_version)
+WHERE k.task_id = c.task_id AND k.status_version = c.status_version AND k.status = 'queued'
+RETURNING k.task_id"""
+
+#: The tags a claim gives a task enqueued with none (the claimant's registered ones).
+SET_TAGS: Final = "UPDATE {tasks} SET tags = %(tags)s::text[] WHERE task_id = %(task_id)s"
+
+#: Give a claim back (the holder's, at its version, still queued) and wake the workers.
+RELEASE_TASK: Final = """
+WITH released AS (
+    UPDATE {tasks} SET lease_owner = NULL, lease_until = NULL
+    WHERE task_id = %(task_id)s AND lease_owner = %(owner)s
+      AND status_version = %(version)s AND status = 'queued'
+    RETURNING task_id
+)
+SELECT task_id, pg_notify(%(channel)s, '') FROM released"""
+
+#: The columns of a worker row.
+_WORKER_COLUMNS: Final = (
+    "owner, host, pid, buckets, names, capacity, started_at, last_seen, lease_until"
+)
+
+UPSERT_WORKER: Final = (
+    "INSERT INTO {workers} ("
+    + _WORKER_COLUMNS
+    + """) VALUES (%(owner)s, %(host)s, %(pid)s, %(buckets)s::bigint[], %(names)s::text[],
+        %(capacity)s::json, %(started_at)s, %(last_seen)s, %(lease_until)s)
+ON CONFLICT (owner) DO UPDATE SET host = EXCLUDED.host, pid = EXCLUDED.pid,
+    buckets = EXCLUDED.buckets, names = EXCLUDED.names, capacity = EXCLUDED.capacity,
+    started_at = EXCLUDED.started_at, last_seen = EXCLUDED.last_seen,
+    lease_until = EXCLUDED.lease_until"""
+)
+
+RENEW_WORKER: Final = """
+UPDATE {workers} SET last_seen = %(last_seen)s, lease_until = %(lease_until)s
+WHERE owner = %(owner)s RETURNING owner"""
+
+DELETE_WORKER: Final = "DELETE FROM {workers} WHERE owner = %(owner)s RETURNING owner"
+
+SELECT_WORKERS: Final = "SELECT " + _WORKER_COLUMNS + " FROM {workers} ORDER BY owner"
+
+#: The names served by live workers.
+SERVED_NAMES: Final = """
+SELECT DISTINCT name FROM {workers}, unnest(names) AS name WHERE lease_until > %(now)s"""
+
 #: The terminal tasks `prune` deletes (all but the `keep` most recently finished), each
 #: with the end it is ranked by.
 PRUNE_SELECT: Final = """
@@ -320,7 +412,7 @@ BATCH_TYPES: dict[str, LiteralString] = {
         ("status_version", "attempt", "max_attempts", "priority", "bucket", "pid"), "bigint"
     ),
     "tags": "json",
-    **dict.fromkeys(("progress", "outcome", "failure", "attempts"), "text"),
+    **dict.fromkeys(("progress", "outcome", "arguments", "failure", "attempts"), "text"),
     **dict.fromkeys(
         (
             "last_heartbeat_at",
@@ -330,10 +422,12 @@ BATCH_TYPES: dict[str, LiteralString] = {
             "finished_at",
             "retry_at",
             "lease_until",
+            "run_at",
         ),
         "timestamptz",
     ),
     "paused_in_place": "boolean",
+    "durable": "boolean",
     "paused_seconds": "double precision",
 }
 
@@ -342,6 +436,7 @@ BATCH_TYPES: dict[str, LiteralString] = {
 _BATCH_JSON: dict[str, LiteralString] = {
     "progress": "json",
     "outcome": "json",
+    "arguments": "json",
     "failure": "jsonb",
     "attempts": "jsonb",
 }
@@ -389,6 +484,8 @@ class Statements:
                 for n in insert_columns
                 if n != "task_id"
             ),
+            # this module's own lowercase column names, unquoted: `SAVE_BATCH` stays short
+            "batch_insert_columns": sql.SQL(", ".join(insert_columns)),
             "batch_columns": sql.SQL(", ").join(
                 sql.SQL(f"{n} {BATCH_TYPES[n]}") for n in insert_columns
             ),
@@ -402,7 +499,9 @@ class Statements:
         }
         self.create_task = self.render(CREATE_TASK)
         self.save_task = self.render(SAVE_TASK)
-        self.save_batch = self.render(SAVE_BATCH)
+        # runs of whitespace folded (the statement has no text literal): it stays within
+        # psycopg's statement cache (4 KiB), so it is converted once, not at every flush
+        self.save_batch = re.sub(rb"\s+", b" ", self.render(SAVE_BATCH)).strip()
         self.task_version = self.render(TASK_VERSION)
         self.get_task = self.render(GET_TASK)
         self.append = self.render(APPEND)
@@ -420,6 +519,17 @@ class Statements:
         self.lock_archive = self.render(LOCK_ARCHIVE)
         self.archive_select = self.render(ARCHIVE_SELECT)
         self.archive_delete = self.render(ARCHIVE_DELETE)
+        self.lock_fleet_tag = self.render(LOCK_FLEET_TAG)
+        self.fleet_active = self.render(FLEET_ACTIVE)
+        self.claim_candidates = self.render(CLAIM_CANDIDATES)
+        self.lease_tasks = self.render(LEASE_TASKS)
+        self.set_tags = self.render(SET_TAGS)
+        self.release_task = self.render(RELEASE_TASK)
+        self.upsert_worker = self.render(UPSERT_WORKER)
+        self.renew_worker = self.render(RENEW_WORKER)
+        self.delete_worker = self.render(DELETE_WORKER)
+        self.select_workers = self.render(SELECT_WORKERS)
+        self.served_names = self.render(SERVED_NAMES)
 
     def render(self, template: LiteralString, **extra: sql.Composable) -> bytes:
         """`template` with the schema's identifiers (and `extra` fragments) filled in."""

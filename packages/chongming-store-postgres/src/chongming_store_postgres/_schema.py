@@ -32,7 +32,7 @@ from chongming_core import StoreError, StoreNotFound
 __all__ = ["SCHEMA_VERSION", "check_schema", "ensure_schema", "table_names"]
 
 #: The schema version this code reads and writes.
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 
 #: The version table: one row holding the applied schema version.
 CREATE_VERSION_TABLE: Final = """
@@ -132,8 +132,41 @@ MIGRATION_2: Final[tuple[LiteralString, ...]] = (
     """,
 )
 
+#: Version 3: durable work. ``arguments`` is ``json`` like ``outcome`` (the user's values,
+#: kept as written); the partial index serves the claim in its order (priority, then age);
+#: ``workers`` holds one row per serving worker.
+MIGRATION_3: Final[tuple[LiteralString, ...]] = (
+    """
+    ALTER TABLE {tasks}
+        ADD COLUMN IF NOT EXISTS durable boolean NOT NULL DEFAULT false,
+        ADD COLUMN IF NOT EXISTS arguments json,
+        ADD COLUMN IF NOT EXISTS run_at timestamptz
+    """,
+    """
+    CREATE INDEX IF NOT EXISTS tasks_claim_idx ON {tasks} (priority DESC, seq)
+        WHERE durable AND status = 'queued'
+    """,
+    "CREATE INDEX IF NOT EXISTS tasks_durable_status_idx ON {tasks} (status) WHERE durable",
+    """
+    CREATE TABLE IF NOT EXISTS {workers} (
+        owner       text PRIMARY KEY,
+        host        text NOT NULL,
+        pid         bigint NOT NULL,
+        buckets     bigint[],
+        names       text[] NOT NULL,
+        capacity    json NOT NULL,
+        started_at  timestamptz NOT NULL,
+        last_seen   timestamptz NOT NULL,
+        lease_until timestamptz NOT NULL
+    )""",
+)
+
 #: Forward migrations: version -> statements that bring version - 1 up to it.
-MIGRATIONS: Final[dict[int, tuple[LiteralString, ...]]] = {1: MIGRATION_1, 2: MIGRATION_2}
+MIGRATIONS: Final[dict[int, tuple[LiteralString, ...]]] = {
+    1: MIGRATION_1,
+    2: MIGRATION_2,
+    3: MIGRATION_3,
+}
 
 #: The stored version (no row: nothing applied yet).
 READ_VERSION: Final = "SELECT version FROM {schema_version} WHERE singleton"
@@ -156,7 +189,8 @@ SELECT to_regnamespace(%(schema)s)::text,
        to_regclass(format('%%I.%%I', %(schema)s::text, 'schema_version'))::text,
        to_regclass(format('%%I.%%I', %(schema)s::text, 'tasks'))::text,
        to_regclass(format('%%I.%%I', %(schema)s::text, 'transitions'))::text,
-       to_regclass(format('%%I.%%I', %(schema)s::text, 'commands'))::text
+       to_regclass(format('%%I.%%I', %(schema)s::text, 'commands'))::text,
+       to_regclass(format('%%I.%%I', %(schema)s::text, 'workers'))::text
 """
 
 #: DDL needs no durable commit wait: a lost bootstrap is simply redone by the next store.
@@ -171,6 +205,7 @@ def table_names(schema: str) -> dict[str, sql.Composable]:
         "tasks": sql.Identifier(schema, "tasks"),
         "transitions": sql.Identifier(schema, "transitions"),
         "commands": sql.Identifier(schema, "commands"),
+        "workers": sql.Identifier(schema, "workers"),
     }
 
 
@@ -284,7 +319,7 @@ def check_schema(conn: psycopg.Connection[tuple[object, ...]], schema: str, wher
             found=f"tables at the older schema version {version}",
             schema_version=version,
         )
-    names = ("tasks", "transitions", "commands")
+    names = ("tasks", "transitions", "commands", "workers")
     missing = [name for name, oid in zip(names, tables, strict=True) if not oid]
     if missing:
         raise _not_found(schema, where, f"the table(s) {', '.join(missing)} are missing")

@@ -25,7 +25,11 @@ It keeps the `TaskStore` contract exactly as `SqliteTaskStore` does; what differ
    statement is sent. (The ``json`` columns, outcome and progress, keep it.)
 5. **LISTEN/NOTIFY.** `submit_command` notifies `notify_channel` when it commits;
    `wait_for_commands` blocks on a dedicated connection until one arrives, so a
-   controller need not poll the command table.
+   controller need not poll the command table. Likewise a write that leaves a durable
+   task queued and unheld notifies `work_channel` (`wait_for_work`), and a terminal
+   save of a durable task `change_channel` (`wait_for_change`), in its own statement.
+6. **Claims.** `claim_tasks` locks candidates ``FOR UPDATE SKIP LOCKED`` and counts
+   fleet limits under advisory locks per tag, in one transaction (see `_durable`).
 
 Example::
 
@@ -48,6 +52,7 @@ import psycopg
 import psycopg_pool
 
 from chongming_core import (
+    ClaimRequest,
     Command,
     ConcurrencyConflict,
     ConfigurationError,
@@ -62,8 +67,9 @@ from chongming_core import (
     TouchUpdate,
     Transition,
     UnreadableRow,
+    WorkerRecord,
 )
-from chongming_core.backend import shown, stored_id, validate_keep_terminal
+from chongming_core.backend import shown, stored_id, validate_keep_terminal, wakes_workers
 from chongming_store_postgres import _housekeeping as H
 from chongming_store_postgres import _queries as Q
 from chongming_store_postgres import _writes as W
@@ -87,9 +93,15 @@ from chongming_store_postgres._dsn import (
     redact_dsn,
     validate_options,
 )
+from chongming_store_postgres._durable import claim, worker_from_row, worker_params
 from chongming_store_postgres._errors import ErrorContext
 from chongming_store_postgres._fetching import fetch_all
-from chongming_store_postgres._listen import CommandListener, channel_name
+from chongming_store_postgres._listen import (
+    ChangeListener,
+    CommandListener,
+    change_key,
+    channel_name,
+)
 from chongming_store_postgres._runner import Conn, Runner
 from chongming_store_postgres._schema import check_schema, ensure_schema
 
@@ -195,6 +207,8 @@ class PostgresTaskStore(TaskStore):
         self._dsn = dsn
         self._q = Q.Statements(schema)
         self._channel = channel_name(schema)
+        self._work_channel = channel_name(schema, "work")
+        self._change_channel = channel_name(schema, "changes")
         self._bootstrap(create)
         self._pool: psycopg_pool.ConnectionPool[Conn] = psycopg_pool.ConnectionPool(
             dsn,
@@ -208,6 +222,10 @@ class PostgresTaskStore(TaskStore):
         self._pool.open(wait=False)
         self._runner = Runner(self._pool, self._errors, max_size, lambda: self._closed)
         self._listener = CommandListener(self._channel, self._connect)
+        self._work_listener = CommandListener(self._work_channel, self._connect)
+        self._change_listener = ChangeListener(self._change_channel, self._connect)
+
+    supports_durable_work = True
 
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
@@ -228,6 +246,17 @@ class PostgresTaskStore(TaskStore):
     def notify_channel(self) -> str:
         """The LISTEN/NOTIFY channel that `submit_command` notifies."""
         return self._channel
+
+    @property
+    def work_channel(self) -> str:
+        """The channel a write notifies when it leaves a durable task queued and unheld."""
+        return self._work_channel
+
+    @property
+    def change_channel(self) -> str:
+        """The channel a terminal save of a durable task notifies (payload: its id, or a
+        hash of a very long one)."""
+        return self._change_channel
 
     # ------------------------------------------------------------------ connections
     def _connect(self) -> Conn:
@@ -280,7 +309,7 @@ class PostgresTaskStore(TaskStore):
     def _write(self, writes: Sequence[SnapshotWrite], action: str) -> list[ConcurrencyConflict]:
         self._check_open()
         # refuses bad values before anything is sent
-        prepared = W.prepare(writes, self._q, self.stored_outcome)
+        prepared = W.prepare(writes, self._q, self.stored_outcome, self._announce)
         if not prepared:
             return []
 
@@ -288,6 +317,14 @@ class PostgresTaskStore(TaskStore):
             return W.apply_writes(conn, self._q, writes, prepared, retrying)
 
         return [c for c in self._run(action, body) if c is not None]
+
+    def _announce(self, snapshot: TaskSnapshot) -> tuple[str | None, str | None]:
+        """The notification a write of `snapshot` sends when it is applied (D122)."""
+        if wakes_workers(snapshot):
+            return self._work_channel, ""
+        if snapshot.durable and snapshot.is_terminal:
+            return self._change_channel, change_key(snapshot.task_id)
+        return None, None
 
     def create(self, snapshot: TaskSnapshot, transitions: Sequence[Transition] = ()) -> None:
         """See `TaskStore.create`."""
@@ -572,6 +609,135 @@ class PostgresTaskStore(TaskStore):
             error, cause = self._errors.connect_failed(exc), self._errors.cause(exc)
         raise error from cause
 
+    # ------------------------------------------------------------------ durable work
+    def claim_tasks(self, request: ClaimRequest) -> list[TaskSnapshot]:
+        """See `TaskStore.claim_tasks`: one transaction, candidates locked ``FOR UPDATE SKIP
+        LOCKED``, fleet limits counted under an advisory lock per limited tag."""
+        self._check_open()
+        if not isinstance(request, ClaimRequest):
+            raise ConfigurationError(f"claim_tasks needs a ClaimRequest, got {request!r}")
+        check_text(request.owner, "claim_tasks owner")
+        for tag in request.fleet_limits:
+            check_text(tag, "a fleet-limited tag")
+        if request.limit <= 0 or not request.names:
+            return []
+
+        def body(conn: Conn, retrying: bool) -> list[TaskSnapshot]:
+            return claim(conn, self._q, self._schema, request, retrying)
+
+        return self._run(f"claiming tasks for {request.owner!r}", body)
+
+    def release_claim(self, task_id: str, owner: str, version: int) -> bool:
+        """See `TaskStore.release_claim`. Notifies `work_channel` when it gave a task back."""
+        self._check_open()
+        if "\x00" in task_id or "\x00" in owner:
+            return False
+        params = {
+            "task_id": task_id,
+            "owner": owner,
+            "version": version,
+            "channel": self._work_channel,
+        }
+
+        def body(conn: Conn, retrying: bool) -> bool:
+            if conn.execute(self._q.release_task, params).fetchone() is not None:
+                return True
+            if not retrying:
+                return False
+            found = conn.execute(self._q.get_task, {"task_id": task_id}).fetchone()
+            task = None if found is None else snapshot_from_row(found)
+            return (  # released by the lost attempt?
+                isinstance(task, TaskSnapshot)
+                and task.status_version == version
+                and task.status is TaskStatus.QUEUED
+                and task.lease_owner is None
+            )
+
+        return self._run(f"releasing the claim of task {task_id!r}", body)
+
+    def register_worker(self, record: WorkerRecord) -> None:
+        """See `TaskStore.register_worker`."""
+        self._check_open()
+        if not isinstance(record, WorkerRecord):
+            raise ConfigurationError(f"register_worker needs a WorkerRecord, got {record!r}")
+        params = worker_params(record)
+
+        def body(conn: Conn, retrying: bool) -> None:
+            conn.execute(self._q.upsert_worker, params)
+
+        self._run(f"registering worker {record.owner!r}", body)
+
+    def renew_worker(self, owner: str, *, last_seen: datetime, lease_until: datetime) -> bool:
+        """See `TaskStore.renew_worker`."""
+        self._check_open()
+        for moment in (last_seen, lease_until):
+            if moment.tzinfo is None:
+                raise StoreError("renew_worker: times must be timezone-aware datetimes")
+        if "\x00" in owner:
+            return False
+        params = {"owner": owner, "last_seen": last_seen, "lease_until": lease_until}
+
+        def body(conn: Conn, retrying: bool) -> bool:
+            return conn.execute(self._q.renew_worker, params).fetchone() is not None
+
+        return self._run(f"renewing worker {owner!r}", body)
+
+    def remove_worker(self, owner: str) -> bool:
+        """See `TaskStore.remove_worker`."""
+        self._check_open()
+        if "\x00" in owner:
+            return False
+
+        def body(conn: Conn, retrying: bool) -> bool:
+            return conn.execute(self._q.delete_worker, {"owner": owner}).fetchone() is not None
+
+        return self._run(f"removing worker {owner!r}", body)
+
+    def workers(self) -> list[WorkerRecord]:
+        """See `TaskStore.workers`. A row that cannot be read is named in the `Listing`."""
+        self._check_open()
+
+        def body(conn: Conn, retrying: bool) -> list[tuple[Any, ...]]:
+            return fetch_all(conn, self._q.select_workers, {})
+
+        return Listing.split(worker_from_row(r) for r in self._run("listing workers", body))
+
+    def served_names(self, now: datetime) -> frozenset[str]:
+        """See `TaskStore.served_names`."""
+        self._check_open()
+
+        def body(conn: Conn, retrying: bool) -> list[tuple[Any, ...]]:
+            return conn.execute(self._q.served_names, {"now": now}).fetchall()
+
+        rows = self._run("listing the names workers serve", body)
+        return frozenset(str(row[0]) for row in rows if row[0] is not None)
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """See `TaskStore.wait_for_work`: woken by ``NOTIFY`` on `work_channel` from any
+        process (or a lost listening connection). The first call opens the listening
+        connection: call ``wait_for_work(0)`` once before the first claim."""
+        self._check_open()
+        try:
+            return self._work_listener.wait(timeout)
+        except psycopg.Error as exc:
+            error, cause = self._errors.connect_failed(exc), self._errors.cause(exc)
+        raise error from cause
+
+    def wait_for_change(self, task_id: str, timeout: float) -> bool:
+        """See `TaskStore.wait_for_change`: woken by ``NOTIFY`` on `change_channel` from any
+        process; listening starts before the task is read, so no save falls in between."""
+        self._check_open()
+
+        def ended() -> bool:
+            found = self.get(task_id)
+            return found is not None and found.durable and found.is_terminal
+
+        try:
+            return self._change_listener.wait(change_key(task_id), timeout, ended)
+        except psycopg.Error as exc:
+            error, cause = self._errors.connect_failed(exc), self._errors.cause(exc)
+        raise error from cause
+
     # ------------------------------------------------------------------ housekeeping
     def prune(self, keep_terminal: int) -> int:
         """See `TaskStore.prune`: the tasks are chosen once, then deleted in batches of
@@ -611,4 +777,6 @@ class PostgresTaskStore(TaskStore):
                 return
             self._closed = True
         self._listener.close()
+        self._work_listener.close()
+        self._change_listener.close()
         self._pool.close(timeout=5.0)

@@ -18,7 +18,7 @@ from typing import Any
 
 import psycopg
 
-from chongming_core import ConcurrencyConflict, SnapshotWrite, Transition
+from chongming_core import ConcurrencyConflict, SnapshotWrite, TaskSnapshot, Transition
 from chongming_core.backend import portable_json, version_conflict
 from chongming_store_postgres._codec import (
     snapshot_from_row,
@@ -28,24 +28,34 @@ from chongming_store_postgres._codec import (
 )
 from chongming_store_postgres._queries import BATCH_TYPES, Statements
 
-__all__ = ["Conn", "Prepared", "apply_writes", "conflict", "prepare"]
+__all__ = ["Announce", "Conn", "Prepared", "apply_writes", "conflict", "prepare"]
 
 Conn = psycopg.Connection[tuple[Any, ...]]
 #: A rendered statement and its parameters.
 Prepared = tuple[bytes, dict[str, Any]]
+#: The notification an applied write sends at commit: ``(channel, payload)``, or Nones.
+Announce = Callable[[TaskSnapshot], tuple[str | None, str | None]]
+
+
+def _silent(snapshot: TaskSnapshot) -> tuple[str | None, str | None]:
+    return None, None
 
 
 def prepare(
     writes: Sequence[SnapshotWrite],
     q: Statements,
     stored_outcome: Callable[[Any], object] = portable_json,
+    announce: Announce = _silent,
 ) -> list[Prepared]:
     """The statement of each write; checks every value first (NUL bytes, JSON, times, and
-    the outcome with the store's own `stored_outcome`; by default the shared rules)."""
+    the outcome with the store's own `stored_outcome`; by default the shared rules).
+    `announce` names the notification each write sends when it is applied (none by
+    default)."""
     prepared: list[Prepared] = []
     for write in writes:
         params = snapshot_params(write.snapshot, stored_outcome)
         params.update(transition_arrays(write.transitions))
+        params["notify_channel"], params["notify_payload"] = announce(write.snapshot)
         if write.expect_version is None:
             prepared.append((q.create_task, params))
         else:
@@ -80,6 +90,8 @@ def batch_params(
             return None
         row["ord"] = order
         row["expect_version"] = write.expect_version
+        row["notify_channel"] = params["notify_channel"]
+        row["notify_payload"] = params["notify_payload"]
         rows.append(row)
     pairs = sorted(
         ((w.snapshot.task_id, t) for w in writes for t in w.transitions),

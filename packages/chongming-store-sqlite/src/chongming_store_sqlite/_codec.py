@@ -41,6 +41,7 @@ from chongming_core.backend import (
     COMMAND_COLUMNS,
     Undecodable,
     UnreadableRow,
+    arguments_problem,
     decode_row,
     progress_problem,
     read_command_row,
@@ -72,7 +73,7 @@ _ONE_MICROSECOND = timedelta(microseconds=1)
 #: The columns `snapshot_from_row` reads, in order.
 SNAPSHOT_COLUMNS = (
     "task_id, status, status_version, data, progress, heartbeat_at, lease_owner, lease_until, "
-    "pid, lease_until_us"
+    "pid, lease_until_us, durable, priority, run_at_us"
 )
 #: The columns `transition_from_row` reads, in order.
 TRANSITION_COLUMNS = "task_id, status_version, from_status, to_status, trigger, actor, reason, at"
@@ -192,6 +193,9 @@ def encode_snapshot(
             snapshot.pid,
             dumps(document),
             search_key(task_id, snapshot.name, snapshot.label),
+            int(snapshot.durable),
+            snapshot.priority,
+            _optional_micros(snapshot.run_at, "run_at"),
         )
         rows = transition_rows(transitions)
     except (TypeError, ValueError, ConfigurationError) as exc:
@@ -215,6 +219,8 @@ def _check_values(snapshot: TaskSnapshot, stored_outcome: Callable[[object], obj
     """Refuse an outcome or progress that not every store could keep (a NaN, an int too
     long to read back, a dict key that is not a string...), as the other stores do."""
     problem = None if snapshot.progress is None else progress_problem(snapshot.progress)
+    if problem is None and snapshot.arguments is not None:
+        problem = arguments_problem(snapshot.arguments)
     cause: BaseException | None = None
     if problem is None and snapshot.outcome is not None:
         try:
@@ -263,6 +269,18 @@ def _snapshot(row: Sequence[Any]) -> TaskSnapshot:
         raise ValueError(
             f"its lease_until_us column holds {shown(until_us)} but its lease_until "
             f"{shown(lease_until)}"
+        )
+    durable, priority, run_at_us = row[10:13]
+    run_at = snapshot.run_at
+    if (
+        durable != int(snapshot.durable)
+        or priority != snapshot.priority
+        or run_at_us != (None if run_at is None else micros(run_at, "run_at"))
+    ):
+        raise ValueError(
+            f"its durable, priority and run_at_us columns hold {shown(durable)}, "
+            f"{shown(priority)} and {shown(run_at_us)} but its document {snapshot.durable}, "
+            f"{snapshot.priority} and {shown(document.get('run_at'))}"
         )
     return snapshot
 

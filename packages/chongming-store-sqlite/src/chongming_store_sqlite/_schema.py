@@ -18,17 +18,26 @@ __all__ = [
     "DELETE_TASK_COMMANDS",
     "DELETE_TASK_TRANSITIONS",
     "DELETE_TRANSITION",
+    "DELETE_WORKER",
     "INSERT_COMMAND",
     "INSERT_TAG",
     "INSERT_TASK",
     "INSERT_TRANSITION",
     "LEASE_COMMAND",
+    "LEASE_TASK",
+    "LIVE_WORKER_NAMES",
     "MIGRATIONS",
     "RELEASE_COMMAND",
+    "RELEASE_TASK",
+    "RENEW_WORKER",
     "SCHEMA_VERSION",
+    "SELECT_WORKERS",
+    "SET_TAGS",
     "TASK_VALUE_COLUMNS",
     "TOUCH_TASK",
     "UPDATE_TASK",
+    "UPSERT_WORKER",
+    "WORKER_COLUMNS",
 ]
 
 #: ``PRAGMA application_id`` of a chongming store: the ASCII bytes "CHMG".
@@ -118,8 +127,41 @@ _V2 = (
     "UPDATE tasks SET search_key = chongming_search_key(task_id, name, label)",
 )
 
+_V3 = (
+    # Durable work. ``durable``, ``priority`` and ``run_at_us`` are kept as columns (and in
+    # the document) because claims filter and order on them; ``priority`` comes from the
+    # document of every existing row (0 for a row whose document cannot be read).
+    "ALTER TABLE tasks ADD COLUMN durable INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE tasks ADD COLUMN priority INTEGER NOT NULL DEFAULT 0",
+    "ALTER TABLE tasks ADD COLUMN run_at_us INTEGER",
+    """
+    UPDATE tasks SET priority = CASE WHEN json_valid(data) THEN
+        CASE WHEN json_type(data, '$.priority') = 'integer'
+             THEN json_extract(data, '$.priority') ELSE 0 END
+    ELSE 0 END
+    """,
+    # The claim walks this index in claim order: highest priority first, then oldest.
+    "CREATE INDEX tasks_claim ON tasks (priority DESC, seq) "
+    "WHERE durable = 1 AND status = 'queued'",
+    "CREATE INDEX tasks_durable_by_status ON tasks (status) WHERE durable = 1",
+    """
+    CREATE TABLE workers (
+        owner           TEXT    PRIMARY KEY,
+        host            TEXT    NOT NULL,
+        pid             INTEGER NOT NULL,
+        buckets         TEXT,
+        names           TEXT    NOT NULL,
+        capacity        TEXT    NOT NULL,
+        started_at      TEXT    NOT NULL,
+        last_seen       TEXT    NOT NULL,
+        lease_until     TEXT    NOT NULL,
+        lease_until_us  INTEGER NOT NULL
+    ) WITHOUT ROWID
+    """,
+)
+
 #: ``MIGRATIONS[n]`` upgrades schema ``n`` to ``n + 1``, one statement at a time.
-MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2)
+MIGRATIONS: tuple[tuple[str, ...], ...] = (_V1, _V2, _V3)
 
 #: The schema this code reads and writes.
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -143,6 +185,9 @@ TASK_VALUE_COLUMNS = (
     "pid",
     "data",
     "search_key",
+    "durable",
+    "priority",
+    "run_at_us",
 )
 
 INSERT_TASK = (
@@ -195,6 +240,36 @@ COMPLETE_COMMAND_AT = (
     "UPDATE commands SET completed_at = ?, result = ?, lease_until = NULL, lease_until_us = NULL "
     "WHERE seq = ?"
 )
+#: Claim one chosen task: fenced by its version, and only while it is still queued.
+LEASE_TASK = (
+    "UPDATE tasks SET lease_owner = ?, lease_until = ?, lease_until_us = ? "
+    "WHERE task_id = ? AND status_version = ? AND status = 'queued' AND durable = 1"
+)
+#: The tags a claim gives a task enqueued with none (its column and its document).
+SET_TAGS = "UPDATE tasks SET tags = ?, data = json_set(data, '$.tags', json(?)) WHERE task_id = ?"
+#: Give a claim back: only the holder's, at the version it claimed, still queued.
+RELEASE_TASK = (
+    "UPDATE tasks SET lease_owner = NULL, lease_until = NULL, lease_until_us = NULL "
+    "WHERE task_id = ? AND lease_owner = ? AND status_version = ? AND status = 'queued'"
+)
+#: The columns of a worker row, in the order `_durable.worker_row` writes them.
+WORKER_COLUMNS = (
+    "owner, host, pid, buckets, names, capacity, started_at, last_seen, lease_until, lease_until_us"
+)
+UPSERT_WORKER = (
+    f"INSERT INTO workers ({WORKER_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+    "ON CONFLICT (owner) DO UPDATE SET host = excluded.host, pid = excluded.pid, "
+    "buckets = excluded.buckets, names = excluded.names, capacity = excluded.capacity, "
+    "started_at = excluded.started_at, last_seen = excluded.last_seen, "
+    "lease_until = excluded.lease_until, lease_until_us = excluded.lease_until_us"
+)
+RENEW_WORKER = (
+    "UPDATE workers SET last_seen = ?, lease_until = ?, lease_until_us = ? WHERE owner = ?"
+)
+DELETE_WORKER = "DELETE FROM workers WHERE owner = ?"
+SELECT_WORKERS = f"SELECT {WORKER_COLUMNS} FROM workers ORDER BY owner"
+LIVE_WORKER_NAMES = "SELECT names FROM workers WHERE lease_until_us > ?"
+
 RELEASE_COMMAND = (
     "UPDATE commands SET claimed_by = NULL, lease_until = NULL, lease_until_us = NULL "
     "WHERE command_id = ? AND claimed_by = ? AND completed_at IS NULL"

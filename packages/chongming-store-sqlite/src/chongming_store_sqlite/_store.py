@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from chongming_core import (
+    ClaimRequest,
     Command,
     ConcurrencyConflict,
     ConfigurationError,
@@ -26,6 +27,7 @@ from chongming_core import (
     TouchUpdate,
     Transition,
     UnreadableRow,
+    WorkerRecord,
 )
 from chongming_core.backend import shown, stored_id, validate_keep_terminal
 from chongming_store_sqlite import _schema as sql
@@ -43,6 +45,13 @@ from chongming_store_sqlite._codec import (
     snapshot_from_row,
     transition_from_row,
     transition_rows,
+)
+from chongming_store_sqlite._durable import (
+    any_candidate,
+    claim,
+    signals_for,
+    worker_from_row,
+    worker_row,
 )
 from chongming_store_sqlite._errors import DRIVER_ERRORS, translate
 from chongming_store_sqlite._fetching import fetch_all
@@ -90,6 +99,10 @@ class SqliteTaskStore(TaskStore):
             default). False opens only an existing store at this code's schema and
             changes nothing on the way (what a read-only console wants: a mistyped path
             is reported, not answered with a new empty database).
+
+    Durable work: claims run inside ``BEGIN IMMEDIATE``; `wait_for_work` and
+    `wait_for_change` are woken only by writes of this process (SQLite has no
+    notification channel), so a worker of another process also polls.
 
     Raises:
         StoreNotFound: `create` is False and there is no chongming store at `path` (no
@@ -159,6 +172,7 @@ class SqliteTaskStore(TaskStore):
             keep_after_fork=self._memory,
         )
         self._pool.add(first)
+        self._signals = signals_for(None if self._memory else self._path)
 
     def __enter__(self) -> SqliteTaskStore:
         return self
@@ -210,6 +224,8 @@ class SqliteTaskStore(TaskStore):
             raise translate(
                 exc, where=self._where, action="opening", busy_timeout=self._busy_timeout
             ) from exc
+
+    supports_durable_work = True
 
     def _closed_error(self) -> StoreError:
         return StoreError(f"{self._where} is closed; open a new SqliteTaskStore to keep working")
@@ -274,6 +290,7 @@ class SqliteTaskStore(TaskStore):
             conflicts = apply_writes(conn, [item])
         if conflicts:
             raise conflicts[0]
+        self._signals.written([snapshot])
 
     def save(
         self,
@@ -288,6 +305,7 @@ class SqliteTaskStore(TaskStore):
             conflicts = apply_writes(conn, [item])
         if conflicts:
             raise conflicts[0]
+        self._signals.written([snapshot])
 
     def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
         """See `TaskStore.save_many`: every item in one transaction (a group commit)."""
@@ -299,7 +317,10 @@ class SqliteTaskStore(TaskStore):
             self._check_open()
             return []
         with self._writing(f"saving {len(items)} tasks") as conn:
-            return apply_writes(conn, items)
+            conflicts = apply_writes(conn, items)
+        refused = {c.task_id for c in conflicts}
+        self._signals.written(w.snapshot for w in writes if w.snapshot.task_id not in refused)
+        return conflicts
 
     def get(self, task_id: str) -> TaskSnapshot | None:
         """See `TaskStore.get`."""
@@ -538,6 +559,87 @@ class SqliteTaskStore(TaskStore):
         with self._reading("listing commands") as conn, lenient_text(conn):
             rows = conn.execute(statement, params).fetchall()
         return [command_from_row(r) for r in rows]
+
+    # ------------------------------------------------------------------ durable work
+    def claim_tasks(self, request: ClaimRequest) -> list[TaskSnapshot]:
+        """See `TaskStore.claim_tasks`: one ``BEGIN IMMEDIATE`` transaction, so no other
+        connection writes between the choice and the leases."""
+        if not isinstance(request, ClaimRequest):
+            raise ConfigurationError(f"claim_tasks needs a ClaimRequest, got {request!r}")
+        if request.limit <= 0 or not request.names:
+            self._check_open()
+            return []
+        # looked at first without the write lock (a reader never waits in WAL mode): an
+        # idle worker's poll, and a worker that finds nothing, take no lock from the others
+        with self._reading(f"looking for tasks {request.owner!r} may claim") as conn:
+            if not any_candidate(conn, request):
+                return []
+        with self._writing(f"claiming tasks for {request.owner!r}") as conn:
+            return claim(conn, request)
+
+    def release_claim(self, task_id: str, owner: str, version: int) -> bool:
+        """See `TaskStore.release_claim`."""
+        with self._writing(f"releasing the claim of task {task_id!r}") as conn:
+            released = conn.execute(sql.RELEASE_TASK, (task_id, owner, version)).rowcount > 0
+        if released:
+            self._signals.work.set()
+        return released
+
+    def register_worker(self, record: WorkerRecord) -> None:
+        """See `TaskStore.register_worker`."""
+        if not isinstance(record, WorkerRecord):
+            raise ConfigurationError(f"register_worker needs a WorkerRecord, got {record!r}")
+        row = worker_row(record)
+        with self._writing(f"registering worker {record.owner!r}") as conn:
+            conn.execute(sql.UPSERT_WORKER, row)
+
+    def renew_worker(self, owner: str, *, last_seen: datetime, lease_until: datetime) -> bool:
+        """See `TaskStore.renew_worker`."""
+        params = (
+            iso(last_seen, "last_seen"),
+            iso(lease_until, "lease_until"),
+            micros(lease_until, "lease_until"),
+            owner,
+        )
+        with self._writing(f"renewing worker {owner!r}") as conn:
+            return int(conn.execute(sql.RENEW_WORKER, params).rowcount) > 0
+
+    def remove_worker(self, owner: str) -> bool:
+        """See `TaskStore.remove_worker`."""
+        with self._writing(f"removing worker {owner!r}") as conn:
+            return int(conn.execute(sql.DELETE_WORKER, (owner,)).rowcount) > 0
+
+    def workers(self) -> list[WorkerRecord]:
+        """See `TaskStore.workers`. A row that cannot be read is named in the `Listing`."""
+        with self._reading("listing workers") as conn:
+            rows = fetch_all(conn, sql.SELECT_WORKERS, ())
+        return Listing.split(worker_from_row(r) for r in rows)
+
+    def served_names(self, now: datetime) -> frozenset[str]:
+        """See `TaskStore.served_names`."""
+        now_us = micros(now, "now")
+        with self._reading("listing the names workers serve") as conn:
+            rows = fetch_all(conn, sql.LIVE_WORKER_NAMES, (now_us,))
+        names: set[str] = set()
+        for (text,) in rows:
+            with contextlib.suppress(TypeError, ValueError):  # a damaged row serves nothing
+                names.update(n for n in json.loads(text) if isinstance(n, str))
+        return frozenset(names)
+
+    def wait_for_work(self, timeout: float) -> bool:
+        """See `TaskStore.wait_for_work`: woken by this process's writes only."""
+        self._check_open()
+        return self._signals.work.wait(timeout)
+
+    def wait_for_change(self, task_id: str, timeout: float) -> bool:
+        """See `TaskStore.wait_for_change`: woken by this process's writes only."""
+        self._check_open()
+
+        def ended() -> bool:
+            found = self.get(task_id)
+            return found is not None and found.durable and found.is_terminal
+
+        return self._signals.changes.wait(task_id, timeout, ended)
 
     # ------------------------------------------------------------------ housekeeping
     def prune(self, keep_terminal: int) -> int:

@@ -63,6 +63,7 @@ from chongming_core import task as task
 from chongming_runtime import Controller as Controller
 from chongming_runtime import ControllerStats as ControllerStats
 from chongming_runtime import InlineExecutor as InlineExecutor
+from chongming_runtime import Job as Job
 from chongming_runtime import PersistFailure as PersistFailure
 from chongming_runtime import Pipeline as Pipeline
 from chongming_runtime import PipelineOutcome as PipelineOutcome
@@ -115,6 +116,7 @@ __all__ = [
     "InlineExecutor",
     "InvalidTransition",
     "Jitter",
+    "Job",
     "JoinMode",
     "PersistFailure",
     "Pipeline",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from chongming_runtime import Controller as Controller
 from chongming_runtime import ControllerStats as ControllerStats
+from chongming_runtime import Job as Job
 from chongming_runtime import PersistFailure as PersistFailure
 from chongming_runtime import Pipeline as Pipeline
 from chongming_runtime import PipelineOutcome as PipelineOutcome
@@ -14,6 +15,7 @@ from chongming_runtime import render_table as render_table
 __all__ = [
     "Controller",
     "ControllerStats",
+    "Job",
     "PersistFailure",
     "Pipeline",
     "PipelineOutcome",

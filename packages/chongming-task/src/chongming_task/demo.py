@@ -3,7 +3,8 @@
 Run it with ``python -m chongming_task.demo``. It creates a SQLite database under
 ``./.demo/``, runs a small pipeline in-process through the library, then drives a
 long-running worker through the command line (``python -m chongming_cli``):
-starts it in one process, pauses, resumes and stops it from others, and ends by
+starts it in one process, pauses, resumes and stops it from others; then one
+process enqueues durable tasks that two worker processes share, and it ends by
 printing ``ps``, ``stats`` and the worker's ``history``. The database is left for
 you to inspect (``chongming-task --db .demo/tasks.db dashboard``).
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -138,6 +140,69 @@ def drive_worker(db: Path) -> int:
     return runner.returncode
 
 
+def share_durable_work(db: Path) -> None:
+    """`submit` enqueues by name; two `worker` processes claim and share the tasks."""
+    print("\n4. Durable tasks: this process enqueues, two worker processes share the work")
+    workers = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "chongming_cli",
+                "--db",
+                str(db),
+                "--owner",
+                owner,
+                "worker",
+                "--tasks",
+                "chongming_cli.demo_tasks",
+                "--max-parallel",
+                "2",
+                "--grace",
+                "10",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            text=True,
+        )
+        for owner in ("worker-a", "worker-b")
+    ]
+    try:
+        for proc in workers:
+            assert proc.stdout is not None
+            print("   " + proc.stdout.readline().rstrip())
+        days = [f"2026-10-{day:02d}" for day in range(3, 9)]
+        ids = []
+        for day in days:
+            done = _cli(db, "submit", "extract", "--tasks", "chongming_cli.demo_tasks",
+                        "--arg", f"day={day}", "--task-id", f"extract-{day}")  # fmt: skip
+            ids.append(f"extract-{day}")
+            if done.returncode != 0:
+                raise SystemExit("the demo could not enqueue a task")
+        _cli(db, "submit", "transform", "--tasks", "chongming_cli.demo_tasks", "--arg", "factor=3",
+             "--task-id", "transform-x3", "--wait")  # fmt: skip
+        ran_by: dict[str, list[str]] = {}
+        for task_id in ids:
+            snapshot = _wait_for(db, task_id, lambda s: s.is_terminal)
+            ran_by.setdefault(snapshot.lease_owner or "?", []).append(task_id)
+        for owner, tasks in sorted(ran_by.items()):
+            print(f"   {owner} ran {len(tasks)}: {', '.join(tasks)}")
+        _cli(db, "nodes")
+    finally:
+        for proc in workers:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+        for proc in workers:
+            try:
+                output, _ = proc.communicate(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                output, _ = proc.communicate()
+            print("   " + output.rstrip().replace("\n", "\n   "))
+            print(f"   (exit code {proc.returncode})")
+
+
 def main() -> None:
     """Pipeline, worker, controls, then the tables; under a minute."""
     db = _fresh_database()
@@ -145,7 +210,8 @@ def main() -> None:
     drive_worker(db)
     print("\n3. A task that fails: `run` exits 3 (the command worked, the task did not succeed)")
     _cli(db, "run", "fail", "--tasks", "chongming_cli.demo_tasks", "--task-id", "flaky-source")
-    print("\n4. What the store holds now")
+    share_durable_work(db)
+    print("\n5. What the store holds now")
     _cli(db, "ps")
     _cli(db, "stats")
     _cli(db, "history", WORKER_ID)

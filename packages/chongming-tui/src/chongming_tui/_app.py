@@ -25,7 +25,7 @@ from textual.timer import Timer
 
 from chongming_core import Clock, TaskSnapshot
 from chongming_runtime import Controller, describe_buckets, printable
-from chongming_tui._data import PendingAction, Refresh, fetch
+from chongming_tui._data import PendingAction, Refresh, WaitingReason, fetch
 from chongming_tui._filters import TaskFilter
 from chongming_tui._format import assess, format_age
 from chongming_tui._messages import ActionDone, Refreshed, RefreshFailed
@@ -33,6 +33,7 @@ from chongming_tui._notes import PASSING_SECONDS, Note
 from chongming_tui.components.detail import TaskDetailScreen
 from chongming_tui.components.header import DashboardHeader, HeaderInfo
 from chongming_tui.components.help import HelpScreen
+from chongming_tui.components.nodes import NodesScreen
 from chongming_tui.components.overview import OverviewScreen
 from chongming_tui.components.prompt import PromptDialog
 from chongming_tui.components.reconcile import ReconcileScreen
@@ -67,6 +68,8 @@ class DashboardApp(App[int]):
         cursor_blink: blink the cursor of text boxes (off for reproducible screenshots).
         reconcile_command: the console command the reconcile view gives for applying what
             it shows (the console passes it with its store options, ready to paste).
+        waiting_reason: says why a durable queued task waits (the console passes
+            ``chongming_cli.waiting_reason``); None: no reason is shown.
     """
 
     CSS_PATH = "dashboard.tcss"
@@ -81,6 +84,7 @@ class DashboardApp(App[int]):
         Binding("ctrl+c", "quit", "quit", show=False),
         Binding("l", "toggle_live", "live", show=False, tooltip="live refresh off / on"),
         Binding("g", "refresh_now", "refresh", show=False, tooltip="refresh now"),
+        Binding("w", "nodes", "workers", show=False, tooltip="the workers serving the store"),
         Binding("f5", "refresh_now", "refresh", show=False),
         Binding(
             "ctrl+p",
@@ -102,6 +106,7 @@ class DashboardApp(App[int]):
         clock: Clock | None = None,
         cursor_blink: bool = True,
         reconcile_command: str = "chongming-task reconcile",
+        waiting_reason: WaitingReason | None = None,
     ) -> None:
         super().__init__()
         if refresh_interval is not None and not refresh_interval > 0:
@@ -113,6 +118,7 @@ class DashboardApp(App[int]):
         self.controller = controller
         self.store_label = store_label
         self.reconcile_command = reconcile_command
+        self.waiting_reason = waiting_reason
         self.refresh_interval = refresh_interval
         self.idle_threshold = float(idle_threshold)
         self.clock: Clock = clock if clock is not None else controller.clock
@@ -236,6 +242,7 @@ class DashboardApp(App[int]):
                 detail_id=detail_id,
                 watched_ids=watched,
                 request=request,
+                waiting_reason=self.waiting_reason,
             )
         except Exception as exc:
             self.post_message(RefreshFailed(exc))
@@ -281,6 +288,9 @@ class DashboardApp(App[int]):
                 else:
                     self.say(outcome, style, about=task_id, version=snapshot.status_version)
         self.overview.show(refresh)
+        for screen in self.screen_stack:
+            if isinstance(screen, NodesScreen):
+                screen.show(refresh.workers, refresh.now)
         detail = self._detail_screen()
         if detail is not None and detail.task_id == refresh.detail_id:
             detail.show(
@@ -393,6 +403,11 @@ class DashboardApp(App[int]):
         ):
             self.note = None
             self._show_said("", "")
+
+    def action_nodes(self) -> None:
+        """Show the workers that serve the store."""
+        if not isinstance(self.screen, NodesScreen):
+            self.push_screen(NodesScreen())
 
     def action_keys(self) -> None:
         """Show every key (the key bar shows the main ones only)."""

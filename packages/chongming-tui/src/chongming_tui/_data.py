@@ -10,15 +10,27 @@ because a pause of a task held by another process has no receipt.
 from __future__ import annotations
 
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from chongming_core import Clock, TaskSnapshot, TaskStatus, Transition, UnreadableRow, unreadable_in
+from chongming_core import (
+    Clock,
+    TaskSnapshot,
+    TaskStatus,
+    Transition,
+    UnreadableRow,
+    WorkerRecord,
+    unreadable_in,
+)
 from chongming_runtime import Controller, ControllerStats
 from chongming_tui._filters import TaskFilter
 
-__all__ = ["PendingAction", "Refresh", "fetch"]
+__all__ = ["PendingAction", "Refresh", "WaitingReason", "fetch"]
+
+#: Why a durable queued task waits, or None: called as ``reason(snapshot, now=...,
+#: served=..., workers=...)`` (the console passes ``chongming_cli.waiting_reason``).
+WaitingReason = Callable[..., str | None]
 
 _S = TaskStatus
 
@@ -42,6 +54,10 @@ class Refresh:
         request: the number of the refresh request it answers (they count up).
         unreadable: the stored rows these queries met but could not read (in the view, the
             counts or the detail's history), each once; everything else is shown as usual.
+        workers: the worker rows of the store, live and expired (none when the store keeps
+            no durable work).
+        waiting: task id -> why that durable queued task waits (tasks of the view and the
+            detail; only when the dashboard was given a `WaitingReason`).
     """
 
     generation: int
@@ -57,6 +73,8 @@ class Refresh:
     took: float = 0.0
     request: int = 0
     unreadable: tuple[UnreadableRow, ...] = ()
+    workers: tuple[WorkerRecord, ...] = ()
+    waiting: Mapping[str, str] = field(default_factory=dict)
 
 
 def fetch(
@@ -68,6 +86,7 @@ def fetch(
     detail_id: str | None = None,
     watched_ids: Collection[str] = (),
     request: int = 0,
+    waiting_reason: WaitingReason | None = None,
 ) -> Refresh:
     """Run the queries of one refresh (blocking: call it from a worker thread)."""
     started = time.perf_counter()
@@ -88,6 +107,18 @@ def fetch(
         task_id: shown[task_id] if task_id in shown else controller.get(task_id)
         for task_id in watched_ids
     }
+    now = clock.now()
+    store = controller.store
+    workers: tuple[WorkerRecord, ...] = ()
+    waiting: dict[str, str] = {}
+    if store.supports_durable_work:
+        workers = tuple(store.workers())
+        if waiting_reason is not None:
+            served = store.served_names(now)
+            for snapshot in (*tasks, *([detail] if detail is not None else [])):
+                reason = waiting_reason(snapshot, now=now, served=served, workers=workers)
+                if reason is not None:
+                    waiting[snapshot.task_id] = reason
     return Refresh(
         generation=generation,
         task_filter=task_filter,
@@ -97,11 +128,13 @@ def fetch(
         detail=detail,
         history=history,
         watched=watched,
-        now=clock.now(),
+        now=now,
         fetched_at=clock.monotonic(),
         took=time.perf_counter() - started,
         request=request,
         unreadable=_once(unreadable),
+        workers=workers,
+        waiting=waiting,
     )
 
 

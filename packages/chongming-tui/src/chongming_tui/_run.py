@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from chongming_runtime import Controller
 from chongming_tui._app import DashboardApp
+from chongming_tui._data import WaitingReason
 
 __all__ = ["run_dashboard"]
 
@@ -16,6 +17,7 @@ def run_dashboard(
     row_limit: int = 200,
     idle_threshold: float = 60.0,
     reconcile_command: str = "chongming-task reconcile",
+    waiting_reason: WaitingReason | None = None,
 ) -> int:
     """Run the dashboard in this terminal until the operator quits; returns the exit code (0).
 
@@ -28,6 +30,7 @@ def run_dashboard(
         idle_threshold: seconds after which a silent heartbeat is shown as a warning.
         reconcile_command: the console command that applies what the reconcile view shows,
             with the store options the dashboard was opened with, so it works when pasted.
+        waiting_reason: says why a durable queued task waits (see `DashboardApp`).
     """
     app = DashboardApp(
         controller,
@@ -36,6 +39,7 @@ def run_dashboard(
         row_limit=row_limit,
         idle_threshold=idle_threshold,
         reconcile_command=reconcile_command,
+        waiting_reason=waiting_reason,
     )
     result = app.run()
     return result if isinstance(result, int) else (app.return_code or 0)

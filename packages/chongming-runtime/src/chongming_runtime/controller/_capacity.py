@@ -214,6 +214,14 @@ class ReadyQueue:
         negative, sequence, task_id, tags, bucket = found
         return ReadyItem(task_id, -negative, tags, bucket, sequence)
 
+    def tag_counts(self) -> dict[str, int]:
+        """How many queued tasks carry each tag."""
+        counts: dict[str, int] = {}
+        for entry in self._live.values():
+            for tag in entry[3]:
+                counts[tag] = counts.get(tag, 0) + 1
+        return counts
+
     def task_ids(self) -> list[str]:
         """Queued task ids in dispatch order (for inspection)."""
         return [entry[2] for entry in sorted(self._live.values())]

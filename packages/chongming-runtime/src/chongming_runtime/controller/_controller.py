@@ -27,6 +27,7 @@ import os
 import socket
 import time
 from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -48,6 +49,7 @@ from chongming_core import (
     Transition,
 )
 from chongming_runtime.controller._controls import Controls, still_unfinished
+from chongming_runtime.controller._enqueue import Enqueuer, Job, as_job
 from chongming_runtime.controller._held_runs import HeldRuns
 from chongming_runtime.controller._lease_keeper import Lease, LeaseKeeper
 from chongming_runtime.controller._ownership import BucketOwnership
@@ -56,12 +58,14 @@ from chongming_runtime.controller._queries import Queries, statuses
 from chongming_runtime.controller._reconcile import ReconcileReport, reconcile_store
 from chongming_runtime.controller._registry import RegisteredTask, TaskRegistry
 from chongming_runtime.controller._scheduler import Scheduler
+from chongming_runtime.controller._serving import WorkServer
 from chongming_runtime.controller._settings import (
     check_bucket_limit,
     check_executor,
     check_owner,
     check_store,
     concurrency_of,
+    fleet_limits_of,
     policy_of,
     touch_interval_of,
 )
@@ -124,6 +128,11 @@ class Controller:
             alone is accepted (D85). A longer one given explicitly is refused.
         poll_interval: how often the command channel is polled.
         artifact_dir: root of the per-attempt artifact folders.
+        serve: claim and run durable tasks of the registered names from the store
+            (see `serve`); the default only runs what is submitted here.
+        fleet_limits: units per tag for the whole store: the durable tasks holding a tag
+            that are starting, running or claimed never exceed it across every worker
+            (enforced by the store at each claim).
     """
 
     def __init__(
@@ -145,6 +154,8 @@ class Controller:
         touch_interval: float | None = None,
         poll_interval: float = 0.1,
         artifact_dir: str | Path | None = None,
+        serve: bool = False,
+        fleet_limits: Mapping[str, int] | None = None,
     ) -> None:
         check_store(store)
         concurrency = concurrency_of(concurrency, max_parallel)
@@ -237,6 +248,19 @@ class Controller:
             lease_seconds=max(1.0, self.lease_ttl),
             on_error=self._writer.note,  # the operator reads one list (D67)
         )
+        self._enqueuer = Enqueuer(
+            store=self.store,
+            registry=self._registry,
+            bucket_policy=bucket_policy,
+            clock=self.clock,
+            owner=self.owner,
+            default_priority=concurrency.priority,
+        )
+        self._fleet_limits = fleet_limits_of(fleet_limits)
+        self._poll_interval = poll_interval
+        self._server: WorkServer | None = None
+        if serve:
+            self.serve()
         if not self._ownership.owns_all_buckets or owned_buckets is not None:
             # a node that declared ownership polls from the start: a stop for one of its
             # queued tasks must not wait until this node happens to submit something
@@ -363,6 +387,153 @@ class Controller:
         run.start_unless_ended()  # a stop_all() may have reached it first
         return run
 
+    # ================================================================ durable work
+    def enqueue(
+        self,
+        name: str,
+        *args: Any,
+        task_id: str | None = None,
+        label: str | None = None,
+        tags: Iterable[str] | None = None,
+        priority: int | None = None,
+        bucket_key: str | None = None,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+        **kwargs: Any,
+    ) -> str:
+        """Write a durable task for any serving worker to claim; returns its id.
+
+        Nothing runs here, and `name` need not be registered here: the worker that
+        registered it runs it. The task is in the store, ``queued`` and held by nobody,
+        when this returns. `delay` (seconds or a timedelta) or `run_at` (an aware
+        datetime) keep it from being claimed before then.
+
+        Raises:
+            ConfigurationError: an argument that is not JSON (named, with what to pass
+                instead), an id that exists, bad options, or a store that keeps no
+                durable tasks; nothing was written.
+        """
+        job = Job(*args, task_id=task_id, **kwargs)
+        return self._enqueuer.enqueue(
+            name,
+            [job],
+            label=label,
+            tags=tags,
+            priority=priority,
+            bucket_key=bucket_key,
+            delay=delay,
+            run_at=run_at,
+        )[0]
+
+    def enqueue_many(
+        self,
+        name: str,
+        items: Iterable[Job | tuple[Any, ...] | list[Any] | Mapping[str, Any]],
+        *,
+        label: str | None = None,
+        tags: Iterable[str] | None = None,
+        priority: int | None = None,
+        bucket_key: str | None = None,
+        delay: float | timedelta | None = None,
+        run_at: datetime | None = None,
+    ) -> list[str]:
+        """`enqueue` many tasks of `name` in one transaction; returns their ids in order.
+
+        Each item is a tuple of positional arguments, a dict of keyword arguments, or a
+        `Job` (arguments plus its own ``task_id``, ``label``, ``bucket_key`` or
+        ``priority``); the other options apply to every task.
+        """
+        jobs = [as_job(item, index) for index, item in enumerate(items)]
+        return self._enqueuer.enqueue(
+            name,
+            jobs,
+            label=label,
+            tags=tags,
+            priority=priority,
+            bucket_key=bucket_key,
+            delay=delay,
+            run_at=run_at,
+        )
+
+    def serve(self) -> None:
+        """Claim durable tasks of the registered names in the owned buckets, while there is
+        room, and run them here until `close()` (returns at once; idempotent).
+
+        Raises:
+            ConfigurationError: the store keeps no durable tasks, or this controller is
+                closed.
+        """
+        if not self.store.supports_durable_work:
+            raise ConfigurationError(
+                f"{type(self.store).__name__} does not keep durable tasks: a worker needs a "
+                "store that workers share (SqliteTaskStore or PostgresTaskStore)"
+            )
+        self._refuse_if_closing()
+        if self._server is not None and self._server.stopped:
+            raise ConfigurationError(
+                "this controller stopped serving (stop_serving); create a new controller to "
+                "serve again"
+            )
+        if self._server is None:
+            limits = self.concurrency.limits
+            self._server = WorkServer(
+                store=self.store,
+                owner=self.owner,
+                clock=self.clock,
+                lease_ttl=self.lease_ttl,
+                names=self._registry.names,
+                default_tags=self._registry.tags_by_name,
+                buckets=self._ownership.query_buckets(),
+                room=self._scheduler.claim_room,
+                take=self._take_claimed,
+                fleet_limits=self._fleet_limits,
+                capacity={
+                    "max_parallel": self.concurrency.max_parallel,
+                    "limits": dict(limits) if limits else {},
+                    "max_parallel_per_bucket": self.max_parallel_per_bucket,
+                    "fleet_limits": dict(self._fleet_limits),
+                },
+                interval=self._poll_interval,
+                note=self._writer.note,
+            )
+        if not self._leases.ticking:
+            self._leases.start()
+        self._poller.start()
+        self._server.start()
+
+    def stop_serving(self) -> None:
+        """Claim nothing more; the tasks held here go on (a worker's graceful shutdown:
+        stop claiming, let what runs finish, then `close`). This worker's row shows it
+        gone at once. Idempotent; `serve()` is not possible again afterwards."""
+        server = self._server
+        if server is not None:
+            server.stop()
+
+    @property
+    def serving(self) -> bool:
+        """True while this controller claims durable work (`serve`)."""
+        return self._server is not None and self._server.serving
+
+    def _take_claimed(self, snapshot: TaskSnapshot) -> None:
+        """Make a durable task this controller claimed a run of its own, and start it."""
+        registered = self._registry.get(snapshot.name)
+        options = self._options.for_claimed(registered, snapshot)
+        arguments = snapshot.arguments or {}
+        args = tuple(arguments.get("args", ()))
+        kwargs = dict(arguments.get("kwargs", {}))
+        # its trajectory so far stays in the store: `history()` reads it there (D149)
+        machine = StateMachine(
+            snapshot.evolve(
+                max_attempts=max(options["retry"].max_attempts, snapshot.attempt + 1),
+                description=registered.description,
+                tags=options["tags"],
+            ),
+            clock=self.clock,
+        )
+        run = self._make_run(registered.fn, machine, args, kwargs, options, claimed=True)
+        self._writer.adopt(snapshot.task_id, snapshot.status_version)
+        run.start_unless_ended()
+
     def _new_task_id(self, name: str, task_id: str | None) -> str:
         if task_id is None:
             return f"{name}-{random_hex12()}"  # 48 random bits
@@ -390,6 +561,7 @@ class Controller:
         upstream: Mapping[str, Any] | None = None,
         replacing: TaskRun | None = None,
         pipeline_node: bool = False,
+        claimed: bool = False,
     ) -> TaskRun:
         run = TaskRun(
             fn,
@@ -408,7 +580,7 @@ class Controller:
             listeners=self._listening,
             admission=self._admission,
             stored_outcome=self.store.stored_outcome,  # the store decides a result (D68)
-            launch_gate=self._launch_gate(options["executor"]),
+            launch_gate=self._launch_gate(options["executor"], claimed=claimed),
         )
         # a submit or retry that passed the first check while close() took its list of
         # runs would make one that close() never waits for
@@ -542,14 +714,40 @@ class Controller:
         return self._scheduler.active_in_bucket(bucket)
 
     def _launch_gate(
-        self, executor: Executor
+        self, executor: Executor, *, claimed: bool = False
     ) -> Callable[[str, int, Callable[[], None]], None] | None:
-        """What a run on `executor` launches its attempts through (D105; none in memory)."""
+        """What a run on `executor` launches its attempts through (D105; none in memory).
+
+        A durable task claimed here launches only if its start went in under the claimed
+        version: another writer that changed it first (a stop from another process of a
+        task it found waiting) decides, and the run is stopped before its body begins."""
         gate = self._start_gate
         if gate is None:
-            return None
+            if not claimed:
+                return None
+            # in memory too: the start of a claimed task must have won against any other
+            # writer of the row before its body begins
+            gate = StartGate(self._writer)
         # a thread's launch only hands the body to another thread: the flush makes it
-        return gate.hand_off if type(executor) is ThreadExecutor else gate.carry
+        opened = gate.hand_off if type(executor) is ThreadExecutor else gate.carry
+        if not claimed:
+            return opened
+
+        def launch_if_still_ours(task_id: str, version: int, launch: Callable[[], None]) -> None:
+            def checked() -> None:
+                if self._writer.diverged(task_id):
+                    run = self._held.get(task_id)
+                    if run is not None:
+                        run.stop(
+                            "another process changed the task in the store before it started "
+                            "here; the store's record stands",
+                            actor=self.owner,
+                        )
+                launch()
+
+            opened(task_id, version, checked)
+
+        return launch_if_still_ours
 
     # ================================================================ pipelines
     def submit_pipeline(self, pipeline: Pipeline) -> PipelineRun:
@@ -591,6 +789,9 @@ class Controller:
         self._scheduler.account(
             run, snapshot.task_id, ended=terminal, keep_one=terminal and not in_pipeline
         )
+        server = self._server
+        if server is not None:
+            server.slot_freed()
         if not terminal:
             return
         if in_pipeline:
@@ -662,6 +863,10 @@ class Controller:
             if self._closed:
                 return []
             self._closing = True
+            server = self._server
+        if server is not None:  # no claim after this: what it took is in the list below
+            server.stop()
+        with self._lock:
             self._scheduler.close(reason)
             runs = self._held.all()
         self._leases.stop()  # no touch, no renewal while closing

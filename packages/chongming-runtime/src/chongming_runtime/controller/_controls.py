@@ -26,6 +26,7 @@ from chongming_core import (
 from chongming_runtime.controller._held_runs import HeldRuns
 from chongming_runtime.controller._orphans import settle_orphaned
 from chongming_runtime.controller._reconcile import lease_expired
+from chongming_runtime.controller._waiting_work import settle_waiting
 from chongming_runtime.persistence._commands import NOT_HELD, new_command
 from chongming_runtime.persistence._writer import StoreWriter
 from chongming_runtime.pipeline._coordinator import PipelineCoordinator
@@ -90,6 +91,9 @@ class Controls:
             return run.stop(reason, actor=self._owner)
         if self._pipelines.holds(task_id):
             return self._pipelines.stop_unreleased(task_id, reason)
+        settled = self._settle_waiting(task_id, CommandAction.STOP, reason)
+        if settled is not None:
+            return settled
         return self._send(task_id, CommandAction.STOP, reason)
 
     def pause(self, task_id: str, timeout: float | None) -> bool:
@@ -101,6 +105,9 @@ class Controls:
             # a pipeline node waiting for its upstream (blocked) has no pause (§9.2): nothing
             # is sent, so no pause lands later, once it is released
             return False
+        settled = self._settle_waiting(task_id, CommandAction.PAUSE, None)
+        if settled is not None:
+            return settled  # a durable task nobody runs yet: paused before its start here
         self._send(task_id, CommandAction.PAUSE, None)
         return False
 
@@ -112,7 +119,27 @@ class Controls:
         snapshot = self._store.get(task_id)
         if snapshot is None or snapshot.status not in {_S.PAUSED, _S.PAUSING}:
             return False
+        settled = self._settle_waiting(task_id, CommandAction.RESUME, None, snapshot)
+        if settled is not None:
+            return settled
         return self._send(task_id, CommandAction.RESUME, None)
+
+    def _settle_waiting(
+        self,
+        task_id: str,
+        action: CommandAction,
+        reason: str | None,
+        snapshot: TaskSnapshot | None = None,
+    ) -> bool | None:
+        """`settle_waiting` for a durable task nobody runs yet; None for any other task, or
+        when a worker started it meanwhile (the caller sends a command to it)."""
+        if snapshot is None:
+            snapshot = self._store.get(task_id)
+        if snapshot is None or not snapshot.durable:
+            return None
+        return settle_waiting(
+            self._store, snapshot, action, actor=self._owner, reason=reason, clock=self._clock
+        )
 
     def _send(self, task_id: str, action: CommandAction, reason: str | None) -> bool:
         snapshot = self._store.get(task_id)
@@ -193,9 +220,12 @@ class Controls:
                     f"task {task_id!r} is still {snapshot.status.value} after {timeout:g}s; "
                     "wait() changed nothing"
                 )
-            time.sleep(
-                delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
-            )
+            pause = delay if deadline is None else min(delay, max(0.0, deadline - time.monotonic()))
+            if snapshot.durable and self._store.supports_durable_work:
+                # woken by its terminal write (a notification on PostgreSQL), else a slice
+                self._store.wait_for_change(task_id, pause)
+            else:
+                time.sleep(pause)
             delay = min(delay * 2, 0.2)
 
     def wait_all(self, timeout: float | None) -> list[TaskOutcome]:
@@ -263,6 +293,12 @@ class Controls:
             return f"rejected: no task {command.task_id!r} in the store"
         if snapshot.is_terminal:
             return f"ignored: task is already {snapshot.status.value}"
+        who = f"{command.issued_by} (command)"
+        settled = settle_waiting(
+            self._store, snapshot, action, actor=who, reason=command.reason, clock=self._clock
+        )
+        if settled is not None:  # a durable task nobody runs yet
+            return "applied" if settled else f"ignored: task is {snapshot.status.value}"
         # no one will ever take it: its lease expired a whole lease_ttl ago (a holder
         # merely late to renew, or whose clock disagrees a little, still gets it)
         long_ago = self._clock.now() - timedelta(seconds=self._lease_ttl)

@@ -82,8 +82,9 @@ class Queries:
     def history(self, task_id: str) -> list[Transition]:
         """The task's whole trajectory (`Controller.history`)."""
         run = self._held.get(task_id)
-        if run is not None:
+        if run is not None and not run.snapshot.durable:
             return list(run.transitions)
+        # a durable task claimed here holds only the transitions made here (D149)
         self._writer.flush()
         return self._store.history(task_id)
 

@@ -135,6 +135,14 @@ class TaskRegistry:
             )
         return [self.register_task(fn) for fn in found]
 
+    def tags_by_name(self) -> dict[str, frozenset[str]]:
+        """The registered tags of each name that has some."""
+        return {name: task.tags for name, task in self._tasks.items() if task.tags}
+
+    def find(self, name: str) -> RegisteredTask | None:
+        """The definition of `name`, or None when it is not registered."""
+        return self._tasks.get(name)
+
     def get(self, name: str) -> RegisteredTask:
         """The definition of `name`.
 

@@ -88,6 +88,20 @@ class Scheduler:
         with self.lock:
             return self._capacity.room(tags, bucket)
 
+    def claim_room(self) -> tuple[int, dict[str, int]]:
+        """Room for durable work this process may claim now: the free slots not promised
+        to a task already queued here, and for each limited tag the units neither held
+        nor promised (a worker never claims what it could not start)."""
+        with self.lock:
+            capacity = self._capacity
+            free = capacity.max_parallel - capacity.active - len(self._ready)
+            queued = self._ready.tag_counts()
+            tag_room = {
+                tag: max(0, limit - capacity.in_use(tag) - queued.get(tag, 0))
+                for tag, limit in capacity.limits.items()
+            }
+            return max(0, free), tag_room
+
     def queued_ids(self) -> list[str]:
         """The queued task ids, in the order they would start."""
         with self.lock:

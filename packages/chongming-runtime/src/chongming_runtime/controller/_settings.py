@@ -3,6 +3,8 @@ agree; each names the offending value and what to pass instead."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from chongming_core import BucketPolicy, ConcurrencyPolicy, ConfigurationError, TaskStore
 from chongming_runtime.controller._lease_keeper import RENEWALS_PER_LEASE, default_touch_interval
 from chongming_runtime.executors._base import Executor
@@ -112,3 +114,23 @@ def check_owner(owner: object, given: object) -> str:
         raise ConfigurationError(f"owner must be a non-empty string, got {given!r}")
     refuse_unstorable("owner", owner)  # written in every lease, transition, command
     return owner
+
+
+def fleet_limits_of(limits: object) -> dict[str, int]:
+    """`Controller(fleet_limits=...)` checked: a mapping of tag to a count >= 0."""
+    if limits is None:
+        return {}
+    if not isinstance(limits, Mapping):
+        raise ConfigurationError(
+            f"fleet_limits must be a mapping of tag to count, e.g. {{'gpu': 4}}, got {limits!r}"
+        )
+    checked: dict[str, int] = {}
+    for tag, count in limits.items():
+        if not isinstance(tag, str) or not tag:
+            raise ConfigurationError(f"a tag of fleet_limits must be a non-empty str, got {tag!r}")
+        if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+            raise ConfigurationError(
+                f"fleet_limits[{tag!r}] must be an integer >= 0, got {count!r}"
+            )
+        checked[tag] = count
+    return checked

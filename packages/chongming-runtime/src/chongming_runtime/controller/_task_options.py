@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from chongming_core import ConfigurationError, RetryPolicy, Timeout, validate_tags
+from chongming_core import ConfigurationError, RetryPolicy, TaskSnapshot, Timeout, validate_tags
 from chongming_core.backend import safe_repr
 from chongming_runtime.controller._ownership import BucketOwnership
 from chongming_runtime.controller._registry import RegisteredTask
@@ -97,4 +97,17 @@ class TaskOptions:
             "retry": retry or registered.retry or _ONE_ATTEMPT,
             "timeout": timeout or registered.timeout,
             "executor": executor or self._executor,
+        }
+
+    def for_claimed(self, registered: RegisteredTask, snapshot: TaskSnapshot) -> dict[str, Any]:
+        """The options of a durable task this controller claimed: its stored priority,
+        bucket and tags (the registered tags when it was enqueued with none), and this
+        registration's retry policy, timeouts and the controller's executor."""
+        return {
+            "tags": snapshot.tags or registered.tags,
+            "priority": snapshot.priority,
+            "bucket": snapshot.bucket,
+            "retry": registered.retry or _ONE_ATTEMPT,
+            "timeout": registered.timeout,
+            "executor": self._executor,
         }

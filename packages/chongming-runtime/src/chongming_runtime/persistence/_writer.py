@@ -241,6 +241,14 @@ class StoreWriter:
         self._ensure_thread()
         self._wake.set()
 
+    def adopt(self, task_id: str, version: int) -> None:
+        """Take on a task another process wrote (a durable task this process claimed): its
+        row is in the store at `version`, so its next write is a compare-and-set under it,
+        never a create."""
+        with self._lock:
+            self._stored_version[task_id] = version
+            self._diverged.discard(task_id)
+
     def forget(self, task_id: str) -> None:
         """Stop tracking a task (after it was pruned); writes recorded before are dropped."""
         self._inbox.append(_Forget(task_id))  # in order, after its last write

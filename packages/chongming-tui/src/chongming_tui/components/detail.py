@@ -51,6 +51,7 @@ def detail_fields(
     *,
     idle_threshold: float,
     pending: PendingAction | None = None,
+    waiting: str | None = None,
 ) -> RenderableType:
     """The snapshot as a two-column grid, with warnings on a stale heartbeat or a dead lease."""
     s = snapshot
@@ -62,6 +63,8 @@ def detail_fields(
     if s.paused_in_place:
         status.append("  (paused in place: holds its slot)", style="dim")
     grid.add_row("status", status)
+    if waiting is not None:
+        grid.add_row("waiting", literal(waiting, _WARN))
     if pending is not None:
         grid.add_row("action", Text(f"{pending.action} requested, not confirmed yet", _WARN))
     grid.add_row("name", literal(s.name))
@@ -233,9 +236,15 @@ class TaskDetailScreen(Screen[None]):
         heading.append_text(literal(f"  {snapshot.display_name}  "))
         heading.append_text(status_text(snapshot.status))
         title.update(heading)
+        latest = self.dashboard.latest
+        waiting = None if latest is None else latest.waiting.get(snapshot.task_id)
         fields.update(
             detail_fields(
-                snapshot, now, idle_threshold=self.dashboard.idle_threshold, pending=pending
+                snapshot,
+                now,
+                idle_threshold=self.dashboard.idle_threshold,
+                pending=pending,
+                waiting=waiting,
             )
         )
         table = self.query_one("#history", DataTable)

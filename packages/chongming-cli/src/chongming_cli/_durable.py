@@ -1,0 +1,345 @@
+"""Durable work from the shell: ``submit`` enqueues, ``worker`` serves, ``nodes`` lists.
+
+``submit`` writes a durable task by name (its ``--arg`` values converted by the task
+function's annotations when the task module can be imported, else as JSON) and
+prints its id; with ``--wait`` it waits for a worker to end it, as ``run`` does.
+``worker`` registers the tasks of a module and serves them until a signal; then it
+stops claiming, lets what runs finish within ``--grace`` seconds, and stops the rest
+(``stopped``, or ``lost`` for a body that will not stop).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager, suppress
+from datetime import datetime
+from types import FrameType
+from typing import Any
+
+from chongming_cli._args import ENQUEUE_ARG_NAMES, convert_args, parse_arg_value, split_args
+from chongming_cli._commands import Console
+from chongming_cli._exit import EXIT_FAILED, EXIT_OK, EXIT_TASK_NOT_SUCCEEDED, CliError
+from chongming_cli._hints import suggest
+from chongming_cli._loading import check_task_args, load_task_module
+from chongming_cli._output import format_outcome, format_time, render_rows, write_json
+from chongming_cli._session import NodeOptions, open_controller
+from chongming_cli._stores import open_store
+from chongming_cli._when import parse_moment
+from chongming_core import WorkerRecord
+from chongming_runtime import (
+    Controller,
+    TaskOutcome,
+    TaskRun,
+    describe_buckets,
+    format_elapsed,
+    printable,
+)
+
+__all__ = ["cmd_nodes", "cmd_submit", "cmd_worker"]
+
+#: How often `worker` and `submit --wait` look at received signals.
+_TICK = 0.1
+
+
+# ==================================================================== submit
+def _kwargs(controller: Controller, args: argparse.Namespace, console: Console) -> dict[str, Any]:
+    """The task's keyword arguments: by its annotations when its module imports, else JSON."""
+    raw = split_args(args.arg, reserved=ENQUEUE_ARG_NAMES)
+    if args.tasks is None:
+        if raw:
+            console.note(
+                "note: no --tasks MODULE, so --arg values are read as JSON (text when not "
+                "JSON); pass --tasks to convert them by the task's annotations"
+            )
+        return {key: parse_arg_value(text) for key, text in raw.items()}
+    try:
+        load_task_module(controller, args.tasks)
+    except CliError as exc:
+        console.note(f"note: {exc.message}; --arg values are read as JSON (text when not JSON)")
+        return {key: parse_arg_value(text) for key, text in raw.items()}
+    fn = controller.registered(args.task).fn  # a name the module lacks: one-line error
+    kwargs = convert_args(fn, raw, task=args.task)
+    check_task_args(args.task, fn, kwargs)
+    return kwargs
+
+
+def _due(args: argparse.Namespace, console: Console) -> dict[str, Any]:
+    if args.at is None:
+        return {"delay": args.delay}
+    try:
+        moment, local = parse_moment(args.at)
+    except ValueError as exc:
+        raise CliError(f"--at: {exc}") from None
+    if local:
+        console.note(
+            f"note: --at {args.at} names no offset: taken as this machine's local time "
+            f"({moment.isoformat()}), i.e. {format_time(moment)}"
+        )
+    return {"run_at": moment}
+
+
+def cmd_submit(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
+    """Enqueue a durable task by name; print its id (with --wait: its outcome, exit 0 or 3)."""
+    due = _due(args, console)
+    with open_controller(node, create=True) as controller:
+        kwargs = _kwargs(controller, args, console)
+        task_id = controller.enqueue(
+            args.task,
+            task_id=args.task_id,
+            label=args.label,
+            tags=args.tag,
+            priority=args.priority,
+            bucket_key=args.bucket_key,
+            **due,
+            **kwargs,
+        )
+        if not args.wait:
+            if args.json:
+                write_json(console.out, {"task_id": task_id})
+            else:
+                console.say(task_id)
+            return EXIT_OK
+        console.note(
+            f"enqueued task {printable(repr(task_id))} ({printable(args.task)}); waiting for a "
+            f"worker to run it (Ctrl-C stops the waiting, not the task)"
+        )
+        outcome = _wait(controller, task_id, args.timeout, node)
+    if args.json:
+        failure = outcome.failure
+        write_json(
+            console.out,
+            {
+                "task_id": outcome.task_id,
+                "status": outcome.status.value,
+                "ok": outcome.ok,
+                "value": outcome.value,
+                "failure": None if failure is None else failure.to_dict(),
+                "snapshot": outcome.snapshot.to_dict(),
+            },
+        )
+    else:
+        console.say(format_outcome(outcome, console.palette))
+    return EXIT_OK if outcome.ok else EXIT_TASK_NOT_SUCCEEDED
+
+
+def _wait(
+    controller: Controller, task_id: str, timeout: float | None, node: NodeOptions
+) -> TaskOutcome:
+    deadline = None if timeout is None else time.monotonic() + timeout
+    follow = suggest(node, "status", task_id)
+    try:
+        while True:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                snapshot = controller.get(task_id)
+                state = "unknown" if snapshot is None else snapshot.status.value
+                raise CliError(
+                    f"task {printable(repr(task_id))} did not end within {timeout:g}s (it is "
+                    f"{state}); nothing was changed; follow it with: {follow}"
+                )
+            try:
+                return controller.wait(task_id, 1.0 if left is None else min(1.0, left))
+            except TimeoutError:
+                continue
+    except KeyboardInterrupt:
+        raise CliError(
+            f"interrupted: stopped waiting; task {printable(repr(task_id))} is in the store "
+            f"and a worker still runs it; follow it with: {follow}"
+        ) from None
+
+
+# ==================================================================== worker
+class _Signals:
+    """Counts SIGINT/SIGTERM; the second one ends the process at once."""
+
+    def __init__(self) -> None:
+        self.first: str | None = None
+        self.received = threading.Event()
+        self.owner: str = ""
+
+    def handle(self, signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        if self.first is None:
+            self.first = name
+            self.received.set()
+            return
+        # written with os.write: the interrupted code may hold the lock of sys.stderr
+        os.write(
+            2,
+            (
+                f"chongming-task: received {name} again: exiting at once (exit 1); what "
+                f"{self.owner} still ran keeps its lease until it runs out, then reconcile "
+                "marks it lost\n"
+            ).encode(errors="backslashreplace"),
+        )
+        os._exit(EXIT_FAILED)
+
+    @contextmanager
+    def installed(self) -> Iterator[_Signals]:
+        previous = {s: signal.signal(s, self.handle) for s in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            yield self
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def _limits(items: Sequence[str]) -> dict[str, int]:
+    limits: dict[str, int] = {}
+    for item in items:
+        tag, sep, count = item.partition("=")
+        tag = tag.strip()
+        if not sep or not tag:
+            raise CliError(f"--fleet-limit {item!r}: write TAG=N, e.g. --fleet-limit gpu=4")
+        try:
+            limits[tag] = int(count)
+        except ValueError:
+            raise CliError(
+                f"--fleet-limit {item!r}: {count!r} is not a whole number; write e.g. "
+                f"--fleet-limit {tag}=4"
+            ) from None
+        if limits[tag] < 0:
+            raise CliError(f"--fleet-limit {item!r}: the limit must be >= 0")
+    return limits
+
+
+def _stop_claiming(controller: Controller) -> None:
+    """Stop claiming new work while the runs held here go on."""
+    controller.stop_serving()
+
+
+def _drain(runs: list[TaskRun], grace: float) -> list[TaskRun]:
+    """Wait up to `grace` seconds for `runs` to end; returns those still unfinished."""
+    deadline = time.monotonic() + grace
+    left_over = [run for run in runs if not run.done]
+    while left_over and time.monotonic() < deadline:
+        with suppress(TimeoutError):
+            left_over[0].wait(min(_TICK, max(0.0, deadline - time.monotonic())))
+        left_over = [run for run in left_over if not run.done]
+    return left_over
+
+
+def cmd_worker(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
+    """Serve the tasks of a module until SIGTERM or Ctrl-C; then drain and exit 0."""
+    fleet = _limits(args.fleet_limit)
+    signals = _Signals()
+    with signals.installed():
+        store = open_store(node.location, create=True)
+        try:
+            controller = Controller(
+                store=store,
+                owner=node.owner,
+                num_buckets=node.num_buckets,
+                owned_buckets=node.owned_buckets,
+                max_parallel=args.max_parallel,
+                fleet_limits=fleet,
+            )
+        except BaseException:
+            store.close()
+            raise
+        signals.owner = controller.owner
+        try:
+            names = load_task_module(controller, args.tasks)
+            if signals.first is None:
+                controller.serve()
+                owned = controller.owned_buckets
+                buckets = "every bucket" if owned is None else f"buckets {describe_buckets(owned)}"
+                console.note(
+                    f"worker {printable(controller.owner)} serves {', '.join(names)} "
+                    f"({buckets}, up to {args.max_parallel} at once) from "
+                    f"{node.location.label}; stop it with Ctrl-C or SIGTERM (a second one "
+                    "stops at once)"
+                )
+                while not signals.received.wait(_TICK):
+                    pass  # a bounded wait: the main thread runs the signal handler
+            received = signals.first
+            console.note(
+                f"received {received}: no new claims; running tasks get {args.grace:g}s to "
+                f"finish, then {controller.graceful_stop:g}s to stop"
+            )
+            _stop_claiming(controller)
+            left_over = _drain(controller.runs(), args.grace)
+            if left_over:
+                shown = ", ".join(printable(run.task_id) for run in left_over[:10])
+                console.note(f"stopping {len(left_over)} task(s) still running: {shown}")
+            outcomes = controller.close(
+                reason=f"chongming-task worker received {received}",
+                timeout=controller.graceful_stop + 30.0,
+            )
+        finally:
+            controller.close(close_store=True)
+    ended: dict[str, int] = {}
+    for outcome in outcomes:
+        ended[outcome.status.value] = ended.get(outcome.status.value, 0) + 1
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(ended.items())) or "none held"
+    console.note(
+        f"worker {printable(controller.owner)} stopped; the tasks it held ended: {summary}"
+    )
+    return EXIT_OK
+
+
+# ==================================================================== nodes
+def _capacity_text(capacity: Any) -> str:
+    parts = []
+    if capacity.get("max_parallel") is not None:
+        parts.append(f"max_parallel={capacity['max_parallel']}")
+    for key in ("limits", "fleet_limits"):
+        for tag, n in sorted((capacity.get(key) or {}).items()):
+            parts.append(f"{'fleet:' if key == 'fleet_limits' else ''}{tag}={n}")
+    return " ".join(parts) or "-"
+
+
+def _worker_document(worker: WorkerRecord, now: datetime) -> dict[str, Any]:
+    return {
+        "owner": worker.owner,
+        "host": worker.host,
+        "pid": worker.pid,
+        "buckets": None if worker.buckets is None else list(worker.buckets),
+        "names": list(worker.names),
+        "capacity": dict(worker.capacity),
+        "started_at": worker.started_at.isoformat(),
+        "last_seen": worker.last_seen.isoformat(),
+        "lease_until": worker.lease_until.isoformat(),
+        "live": worker.is_live(now),
+    }
+
+
+def cmd_nodes(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
+    """List the worker rows of the store, live or expired."""
+    with open_controller(node) as controller:
+        if not controller.store.supports_durable_work:
+            raise CliError(
+                f"{node.location.label} keeps no durable work, so it has no workers to list"
+            )
+        workers = controller.store.workers()
+        now = controller.clock.now()
+    if args.json:
+        write_json(console.out, [_worker_document(w, now) for w in workers])
+        return EXIT_OK
+    rows = [
+        [
+            w.owner,
+            w.host,
+            str(w.pid),
+            "all" if w.buckets is None else describe_buckets(w.buckets),
+            ", ".join(w.names) or "-",
+            _capacity_text(w.capacity),
+            format_time(w.started_at),
+            f"{format_elapsed(max(0.0, (now - w.last_seen).total_seconds()))} ago",
+            "live" if w.is_live(now) else "expired",
+        ]
+        for w in workers
+    ]
+    header = ("OWNER", "HOST", "PID", "BUCKETS", "TASKS", "CAPACITY", "STARTED", "LAST SEEN")
+    console.say(render_rows((*header, "STATE"), rows, console.encoding))
+    if not workers:
+        console.note(
+            "no worker has served this store yet; start one with: "
+            f"{suggest(node, 'worker', '--tasks', 'MODULE')}"
+        )
+    return EXIT_OK

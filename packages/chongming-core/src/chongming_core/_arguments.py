@@ -1,0 +1,139 @@
+"""The arguments of a durable task: plain JSON, checked where the call is made.
+
+A durable task travels as its registered name and its arguments, which any worker
+on any machine reads back; so they must be JSON every process reads back as the
+same value. `durable_arguments` checks them before anything is written and says,
+for the first one that is not, which argument it is, its type and what to pass
+instead ("argument 'path' of type PosixPath is not JSON: pass str(path)").
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import enum
+import math
+import os
+import uuid
+from collections.abc import Mapping, Sequence
+from decimal import Decimal
+from typing import Any
+
+from chongming_core._errors import ConfigurationError
+from chongming_core._json import MAX_DEPTH, portable_json
+
+__all__ = ["arguments_problem", "durable_arguments"]
+
+
+def durable_arguments(args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """The stored form of a durable task's arguments: ``{"args": [...], "kwargs": {...}}``.
+
+    Allowed, nested to any reasonable depth: None, bool, int, finite float, str, list or
+    tuple (stored as a list), and dict with str keys.
+
+    Example::
+
+        durable_arguments(["a.csv"], {"limit": 10})
+        # {'args': ['a.csv'], 'kwargs': {'limit': 10}}
+
+    Raises:
+        ConfigurationError: an argument is not JSON; the message names it (its position
+            or keyword, and where inside it), its type and what to pass instead.
+    """
+    for index, value in enumerate(args):
+        problem = _problem(value, f"argument {index}", f"args[{index}]")
+        if problem is not None:
+            raise ConfigurationError(problem)
+    for key, value in kwargs.items():
+        if not isinstance(key, str):
+            raise ConfigurationError(
+                f"keyword argument {key!r} of type {type(key).__name__} is not a str: "
+                "keyword names are text"
+            )
+        problem = _problem(value, f"argument {key!r}", key)
+        if problem is not None:
+            raise ConfigurationError(problem)
+    stored = {"args": list(args), "kwargs": dict(kwargs)}
+    try:
+        kept: dict[str, Any] = portable_json(stored)
+    except ValueError as exc:  # limits of every store: an int too long, a lone surrogate
+        raise ConfigurationError(
+            f"the arguments cannot be stored: {str(exc).replace('the result', 'an argument')}"
+        ) from None
+    return kept
+
+
+def arguments_problem(arguments: object) -> str | None:
+    """Why a store cannot keep `arguments` as a durable task's arguments, or None.
+
+    `arguments` must be None or a JSON object (a dict with str keys) every reader gets
+    back unchanged; a store calls this before it writes a snapshot.
+    """
+    if arguments is None:
+        return None
+    if not isinstance(arguments, Mapping):
+        return f"arguments must be a JSON object or None, got {type(arguments).__name__}"
+    problem = _problem(dict(arguments), "arguments", "arguments")
+    if problem is not None:
+        return problem
+    try:
+        portable_json(dict(arguments))
+    except ValueError as exc:
+        return str(exc).replace("the result", "the arguments")
+    return None
+
+
+def _problem(value: Any, where: str, name: str) -> str | None:
+    """The first value inside `value` that is not JSON, as a sentence (iterative)."""
+    stack: list[tuple[str, str, Any, int]] = [(where, name, value, 0)]
+    while stack:
+        place, label, item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            return (
+                f"{place} nests lists and dicts more than {MAX_DEPTH} levels deep: "
+                "pass a flatter structure"
+            )
+        if isinstance(item, enum.Enum):  # an IntEnum or StrEnum member would lose its kind
+            return _refused(place, item, f"{label}.value")
+        if item is None or isinstance(item, bool | str | int):
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                return f"{place} is {item!r}, which JSON cannot hold: pass None or a str"
+            continue
+        if isinstance(item, list | tuple):
+            for index in reversed(range(len(item))):
+                stack.append((f"{place}[{index}]", f"{label}[{index}]", item[index], depth + 1))
+            continue
+        if isinstance(item, dict):
+            for key in item:
+                if not isinstance(key, str):
+                    return (
+                        f"{place} has the key {key!r} of type {type(key).__name__}: JSON keeps "
+                        "only str keys, pass str keys"
+                    )
+            for key in reversed(list(item)):
+                stack.append((f"{place}[{key!r}]", f"{label}[{key!r}]", item[key], depth + 1))
+            continue
+        return _refused(place, item, _instead(item, label))
+    return None
+
+
+def _refused(place: str, item: object, instead: str) -> str:
+    return f"{place} of type {type(item).__name__} is not JSON: pass {instead}"
+
+
+def _instead(item: object, label: str) -> str:
+    """What to pass instead of `item` (named `label` in the hint)."""
+    if isinstance(item, os.PathLike | uuid.UUID):
+        return f"str({label})"
+    if isinstance(item, _dt.datetime | _dt.date | _dt.time):
+        return f"{label}.isoformat()"
+    if isinstance(item, set | frozenset):
+        return f"sorted({label}) or list({label})"
+    if isinstance(item, bytes | bytearray | memoryview):
+        return f"text ({label}.decode() or base64)"
+    if isinstance(item, Decimal):
+        return f"str({label}) or float({label})"
+    if isinstance(item, _dt.timedelta):
+        return f"{label}.total_seconds()"
+    return "plain JSON data (None, bool, int, float, str, list, dict with str keys)"

@@ -1,0 +1,229 @@
+"""Durable work in core: `durable_arguments`, the claim rules, worker records, wake-ups."""
+
+from __future__ import annotations
+
+import enum
+import threading
+import uuid
+from datetime import UTC, date, datetime, timedelta
+from decimal import Decimal
+from pathlib import PurePosixPath
+
+import pytest
+
+from chongming_core import (
+    ClaimRequest,
+    ConfigurationError,
+    InMemoryTaskStore,
+    StateMachine,
+    TaskSnapshot,
+    TaskStatus,
+    TaskStore,
+    durable_arguments,
+)
+from chongming_core.backend import (
+    ChangeSignals,
+    WakeUp,
+    arguments_problem,
+    choose_claims,
+    claimable,
+    holds_fleet_slot,
+    wakes_workers,
+)
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+class Color(enum.Enum):
+    RED = "red"
+
+
+class Level(enum.IntEnum):
+    HIGH = 2
+
+
+# ---------------------------------------------------------------------- arguments
+def test_durable_arguments_keep_json_and_turn_tuples_into_lists() -> None:
+    stored = durable_arguments(["a.csv", (1, 2.5)], {"opts": {"deep": [None, True]}})
+    assert stored == {"args": ["a.csv", [1, 2.5]], "kwargs": {"opts": {"deep": [None, True]}}}
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "message"),
+    [
+        (
+            [],
+            {"path": PurePosixPath("/x")},
+            "argument 'path' of type PurePosixPath is not JSON: pass str(path)",
+        ),
+        (
+            [PurePosixPath("/x")],
+            {},
+            "argument 0 of type PurePosixPath is not JSON: pass str(args[0])",
+        ),
+        ([], {"when": date(2026, 1, 1)}, "of type date is not JSON: pass when.isoformat()"),
+        ([], {"ids": {1, 2}}, "argument 'ids' of type set is not JSON: pass sorted(ids)"),
+        ([], {"raw": b"x"}, "of type bytes is not JSON: pass text (raw.decode() or base64)"),
+        ([], {"n": Decimal("1.5")}, "pass str(n) or float(n)"),
+        ([], {"c": Color.RED}, "argument 'c' of type Color is not JSON: pass c.value"),
+        ([], {"level": Level.HIGH}, "of type Level is not JSON: pass level.value"),
+        ([], {"u": uuid.UUID(int=1)}, "pass str(u)"),
+        ([float("nan")], {}, "argument 0 is nan, which JSON cannot hold"),
+        ([], {"d": {"a": [1, {2: 3}]}}, "argument 'd'['a'][1] has the key 2 of type int"),
+        ([], {"o": object()}, "argument 'o' of type object is not JSON: pass plain JSON data"),
+    ],
+)
+def test_durable_arguments_name_the_argument_its_type_and_the_way_out(
+    args: list[object], kwargs: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        durable_arguments(args, kwargs)
+    assert message in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_arguments_problem_checks_what_a_store_keeps() -> None:
+    assert arguments_problem(None) is None
+    assert arguments_problem({"args": [1], "kwargs": {}}) is None
+    assert "JSON object" in (arguments_problem(["a"]) or "")
+    assert "of type set" in (arguments_problem({"args": [{1}]}) or "")
+
+
+def test_state_machine_create_checks_and_keeps_the_durable_fields() -> None:
+    m = StateMachine.create("t", "job", durable=True, arguments={"args": [(1, 2)]}, run_at=T0)
+    assert (m.snapshot.durable, m.snapshot.arguments, m.snapshot.run_at) == (
+        True,
+        {"args": [[1, 2]]},
+        T0,
+    )
+    with pytest.raises(ConfigurationError, match="timezone-aware"):
+        StateMachine.create("t", "job", run_at=datetime(2026, 1, 1))
+    with pytest.raises(ConfigurationError, match="of type set"):
+        StateMachine.create("t", "job", arguments={"args": [{1}]})
+    with pytest.raises(ConfigurationError, match="durable must be"):
+        StateMachine.create("t", "job", durable=1)  # type: ignore[arg-type]
+
+
+def test_old_documents_read_with_the_durable_defaults() -> None:
+    document = TaskSnapshot(task_id="t", name="n").to_dict()
+    for key in ("durable", "arguments", "run_at"):
+        del document[key]
+    snapshot = TaskSnapshot.from_dict(document)
+    assert (snapshot.durable, snapshot.arguments, snapshot.run_at) == (False, None, None)
+    with pytest.raises(ValueError, match="arguments"):
+        TaskSnapshot.from_dict({**document, "arguments": [1]})
+
+
+def test_evolve_keeps_the_durable_fields() -> None:
+    snap = TaskSnapshot(task_id="t", name="n", durable=True, arguments={"args": []}, run_at=T0)
+    moved = snap.evolve(status=TaskStatus.QUEUED)
+    assert (moved.durable, moved.arguments, moved.run_at) == (True, {"args": []}, T0)
+    assert snap.evolve(run_at=None).run_at is None
+
+
+# ---------------------------------------------------------------------- claim rules
+def _queued(task_id: str, **changes: object) -> TaskSnapshot:
+    base = TaskSnapshot(task_id=task_id, name="job", status=TaskStatus.QUEUED, durable=True)
+    return base.evolve(**changes)
+
+
+def _request(**changes: object) -> ClaimRequest:
+    values: dict[str, object] = {
+        "owner": "w",
+        "names": frozenset({"job"}),
+        "buckets": None,
+        "limit": 10,
+        "now": T0,
+        "lease_until": T0 + timedelta(seconds=30),
+    }
+    values.update(changes)
+    return ClaimRequest(**values)  # type: ignore[arg-type]
+
+
+def test_claimable_needs_durable_queued_served_owned_due_and_unheld() -> None:
+    request = _request(buckets=frozenset({1}))
+    assert claimable(_queued("a", bucket=1), request)
+    assert not claimable(_queued("a", bucket=2), request)
+    assert not claimable(_queued("a", bucket=1, durable=False), request)
+    assert not claimable(_queued("a", bucket=1, name="other"), request)
+    assert not claimable(_queued("a", bucket=1, status=TaskStatus.RUNNING), request)
+    assert not claimable(_queued("a", bucket=1, run_at=T0 + timedelta(seconds=1)), request)
+    assert claimable(_queued("a", bucket=1, run_at=T0), request)
+    held = _queued("a", bucket=1, lease_owner="x", lease_until=T0 + timedelta(seconds=1))
+    assert not claimable(held, request)
+    assert claimable(held.evolve(lease_until=T0), request)  # a lease ending now has ended
+
+
+def test_choose_claims_applies_every_room() -> None:
+    tasks = [
+        _queued("g1", tags=frozenset({"gpu"}), bucket=1),
+        _queued("g2", tags=frozenset({"gpu"}), bucket=1),
+        _queued("c1", tags=frozenset({"cpu"}), bucket=1),
+        _queued("c2", tags=frozenset({"cpu"}), bucket=2),
+        _queued("p", bucket=2),
+    ]
+    chosen = choose_claims(tasks, _request(tag_room={"gpu": 1}, bucket_room=2), {})
+    assert [s.task_id for s in chosen] == ["g1", "c1", "c2", "p"]
+    fleet = _request(fleet_limits={"gpu": 3, "cpu": 1})
+    assert [s.task_id for s in choose_claims(tasks, fleet, {"gpu": 2})] == ["g1", "c1", "p"]
+    assert choose_claims(tasks, _request(limit=0), {}) == []
+    assert [s.task_id for s in choose_claims(tasks, _request(limit=2), {})] == ["g1", "g2"]
+
+
+def test_holds_fleet_slot() -> None:
+    now = T0
+    assert holds_fleet_slot(_queued("a", status=TaskStatus.RUNNING), now)
+    assert holds_fleet_slot(_queued("a", status=TaskStatus.PAUSED, paused_in_place=True), now)
+    assert not holds_fleet_slot(_queued("a", status=TaskStatus.PAUSED), now)
+    assert not holds_fleet_slot(_queued("a"), now)
+    live = _queued("a", lease_owner="w", lease_until=now + timedelta(seconds=1))
+    assert holds_fleet_slot(live, now)
+    assert not holds_fleet_slot(live, now + timedelta(seconds=1))
+    assert not holds_fleet_slot(_queued("a", status=TaskStatus.RUNNING, durable=False), now)
+    assert wakes_workers(_queued("a"))
+    assert not wakes_workers(live)
+
+
+# ---------------------------------------------------------------------- wake-ups
+def test_wake_up_is_consumed_by_one_wait() -> None:
+    flag = WakeUp()
+    assert not flag.wait(0)
+    flag.set()
+    assert flag.wait(0)
+    assert not flag.wait(0)
+    with pytest.raises(ConfigurationError, match="timeout"):
+        flag.wait(-1)
+
+
+def test_change_signals_wake_the_waiters_of_one_task() -> None:
+    signals = ChangeSignals()
+    assert signals.wait("a", 0, lambda: True)
+    assert not signals.wait("a", 0)
+    woken: list[bool] = []
+    waiting = threading.Event()
+
+    def finished() -> bool:
+        waiting.set()
+        return False
+
+    waiter = threading.Thread(target=lambda: woken.append(signals.wait("a", 30, finished)))
+    waiter.start()
+    assert waiting.wait(10)
+    signals.notify(["b"])
+    signals.notify(["a"])
+    waiter.join(30)
+    assert woken == [True]
+
+
+def test_a_store_without_durable_work_says_so_in_one_line() -> None:
+    store = InMemoryTaskStore()
+    assert not TaskStore.supports_durable_work
+    for call in (  # the base class's methods, which a store without durable work inherits
+        lambda: TaskStore.claim_tasks(store, _request()),
+        lambda: TaskStore.workers(store),
+        lambda: TaskStore.wait_for_work(store, 0),
+        lambda: TaskStore.release_claim(store, "t", "w", 1),
+    ):
+        with pytest.raises(ConfigurationError, match="does not support durable tasks") as caught:
+            call()
+        assert "\n" not in str(caught.value)

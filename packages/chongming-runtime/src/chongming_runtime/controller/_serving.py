@@ -1,0 +1,233 @@
+"""`WorkServer`: a serving controller claims durable tasks and runs them here.
+
+One background thread, ``chongming-serve``, loops:
+
+1. room: the free slots not promised to a task already queued here, and the units
+   left of each limited tag (`Scheduler.claim_room`); nothing is claimed without room;
+2. claim: one `TaskStore.claim_tasks` for the names this controller registered, the
+   buckets it owns and its room, with the store-wide `fleet_limits`; the store decides
+   who wins (a write fenced by the task's version that makes this controller the lease
+   holder), so no task is ever run by two workers;
+3. take: each claimed task becomes a `TaskRun` of this controller (its registration
+   gives the body, retry policy and timeouts; the store gives the arguments and the
+   trajectory so far) and is admitted like a submission; from then on it is a task held
+   here: leases, stop, pause, retries, the start gate (its ``starting`` is a
+   compare-and-set under the claimed version);
+4. wait: when work flowed and room is left, claim again at once; with no room, until a
+   slot frees; with nothing to claim, `TaskStore.wait_for_work` (a notification on
+   PostgreSQL, the poll interval elsewhere).
+
+The worker's own row (owner, host, pid, buckets, names, capacity, started, last seen)
+is written when serving starts and renewed with the lease; when serving stops its
+lease is ended at once, so `workers()` shows it expired, never live after it left.
+Whatever a round of the loop meets (the store down, a claim it cannot take) is
+recorded in the controller's ``persist_failures`` and the loop goes on (D65).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+
+from chongming_core import (
+    ClaimRequest,
+    Clock,
+    TaskSnapshot,
+    TaskStore,
+    WorkerRecord,
+)
+
+__all__ = ["WorkServer"]
+
+_log = logging.getLogger("chongming_task.controller")
+
+#: Room and units left per limited tag (see `Scheduler.claim_room`).
+Room = Callable[[], tuple[int, dict[str, int]]]
+
+
+class WorkServer:
+    """Claims durable work for one controller; started by `Controller.serve`.
+
+    Args:
+        store: the shared store (it must support durable work).
+        owner: the controller's owner id (the claimed tasks' lease holder).
+        clock: stamps claims and the worker row.
+        lease_ttl: how long a claim, and the worker row, stay live unrenewed.
+        names: the registered task names (read at every claim: a name registered later
+            is served from then on).
+        default_tags: per registered name, its registered tags (a task enqueued with no
+            tags holds these here: they count against the limits, and the claim writes
+            them into the task).
+        buckets: the owned buckets (None: every bucket).
+        room: the room for new work now.
+        take: makes a claimed task a run of this controller; raises when it cannot.
+        fleet_limits: store-wide units per tag.
+        capacity: what the worker row says of its room (JSON).
+        interval: the longest wait between two claims while idle.
+        note: records what a round met (the controller's ``persist_failures``).
+    """
+
+    def __init__(
+        self,
+        *,
+        store: TaskStore,
+        owner: str,
+        clock: Clock,
+        lease_ttl: float,
+        names: Callable[[], list[str]],
+        default_tags: Callable[[], Mapping[str, frozenset[str]]],
+        buckets: frozenset[int] | None,
+        room: Room,
+        take: Callable[[TaskSnapshot], None],
+        fleet_limits: Mapping[str, int],
+        capacity: Mapping[str, object],
+        interval: float,
+        note: Callable[[str, str, tuple[str, ...]], None],
+    ) -> None:
+        self._store = store
+        self._owner = owner
+        self._clock = clock
+        self._ttl = timedelta(seconds=lease_ttl)
+        self._names = names
+        self._default_tags = default_tags
+        self._buckets = buckets
+        self._room = room
+        self._take = take
+        self._fleet = dict(fleet_limits)
+        self._capacity = dict(capacity)
+        self._interval = interval
+        self._note = note
+        self._slot_freed = threading.Event()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._lock = threading.Lock()
+        self._started_at: datetime | None = None
+        self._renewed_at: datetime | None = None
+        self.claimed = 0  # tasks claimed since serving began (read by tests and `nodes`)
+
+    @property
+    def serving(self) -> bool:
+        """True between `start` and `stop`."""
+        return self._thread is not None and not self._stopping.is_set()
+
+    @property
+    def stopped(self) -> bool:
+        """True once `stop` was called."""
+        return self._stopping.is_set()
+
+    def start(self) -> None:
+        """Write this worker's row and start claiming (idempotent)."""
+        with self._lock:
+            if self._thread is not None:
+                return
+            self._started_at = self._clock.now()
+            self._write_row(self._started_at)
+            self._thread = threading.Thread(target=self._serve, name="chongming-serve", daemon=True)
+            self._thread.start()
+
+    def slot_freed(self) -> None:
+        """A task held here left its slot: room for a claim may have appeared."""
+        self._slot_freed.set()
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """Stop claiming and end this worker's lease in its row (tasks already taken are
+        the controller's to finish)."""
+        with self._lock:
+            thread = self._thread
+            if thread is None or self._stopping.is_set():
+                return
+            self._stopping.set()
+        self._slot_freed.set()
+        thread.join(timeout)
+        now = self._clock.now()
+        try:
+            self._store.renew_worker(self._owner, last_seen=now, lease_until=now)
+        except Exception as exc:  # the store is down: its row expires by itself
+            self._note("renew_worker", f"{type(exc).__name__}: {exc}", ())
+
+    # ------------------------------------------------------------------ the loop
+    def _serve(self) -> None:
+        while not self._stopping.is_set():
+            try:
+                self._round()
+            except Exception as exc:  # the store failed: noted, tried again after a wait
+                self._note("claim_tasks", f"{type(exc).__name__}: {exc}", ())
+                self._stopping.wait(self._interval)
+
+    def _round(self) -> None:
+        """One claim and the wait after it."""
+        self._renew_row()
+        free, tag_room = self._room()
+        names = self._names()
+        if free <= 0 or not names:
+            self._slot_freed.wait(self._interval)
+            self._slot_freed.clear()
+            return
+        now = self._clock.now()
+        request = ClaimRequest(
+            owner=self._owner,
+            names=frozenset(names),
+            buckets=self._buckets,
+            limit=free,
+            now=now,
+            lease_until=now + self._ttl,
+            tag_room=tag_room,
+            fleet_limits=self._fleet,
+            default_tags=self._default_tags(),
+        )
+        claimed = self._store.claim_tasks(request)
+        for snapshot in claimed:
+            self._take_one(snapshot)
+        self.claimed += len(claimed)
+        if not claimed:  # when work flows, the next claim is made at once, as room allows
+            self._store.wait_for_work(self._interval)
+
+    def _take_one(self, snapshot: TaskSnapshot) -> None:
+        try:
+            self._take(snapshot)
+        except Exception as exc:  # it cannot run here: give it back for another worker
+            self._note(
+                "claim_tasks",
+                f"a claimed task could not be taken here, so it was given back: "
+                f"{type(exc).__name__}: {exc}",
+                (snapshot.task_id,),
+            )
+            try:
+                self._store.release_claim(snapshot.task_id, self._owner, snapshot.status_version)
+            except Exception as release_error:  # its claim's lease expires by itself
+                self._note(
+                    "release_claim",
+                    f"{type(release_error).__name__}: {release_error}",
+                    (snapshot.task_id,),
+                )
+
+    # ------------------------------------------------------------------ the worker's row
+    def _write_row(self, now: datetime) -> None:
+        started = self._started_at if self._started_at is not None else now
+        self._store.register_worker(
+            WorkerRecord(
+                owner=self._owner,
+                host=socket.gethostname(),
+                pid=os.getpid(),
+                buckets=None if self._buckets is None else tuple(sorted(self._buckets)),
+                names=tuple(self._names()),
+                capacity=self._capacity,
+                started_at=started,
+                last_seen=now,
+                lease_until=now + self._ttl,
+            )
+        )
+        self._renewed_at = now
+
+    def _renew_row(self) -> None:
+        """Rewrite the row (names may have been registered since) a third of a lease
+        after the last time."""
+        now = self._clock.now()
+        last = self._renewed_at
+        if last is not None and now - last < self._ttl / 3:
+            return
+        self._write_row(now)

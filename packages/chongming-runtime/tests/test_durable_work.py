@@ -1,0 +1,397 @@
+"""Durable work in one process: enqueue by name and JSON, workers that claim and run it."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from chongming_core import (
+    ConcurrencyPolicy,
+    ConfigurationError,
+    FakeClock,
+    InMemoryTaskStore,
+    TaskStatus,
+    TaskStore,
+)
+from chongming_runtime import Controller, Job
+from chongming_runtime.testing import Closer, wait_until
+from chongming_store_sqlite import SqliteTaskStore
+
+S = TaskStatus
+WAIT = 15.0
+
+
+class Ledger:
+    """What the bodies did: every (task id, worker) that ran, and the most at once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.ran: list[tuple[str, str]] = []
+        self.now = 0
+        self.most = 0
+
+    def body(self, pause: float = 0.0) -> Callable[..., Any]:
+        def run(ctx: Any, value: int, *, worker: str = "", scale: int = 1) -> int:
+            with self.lock:
+                self.ran.append((ctx.task_id, worker))
+                self.now += 1
+                self.most = max(self.most, self.now)
+            try:
+                deadline = time.monotonic() + pause
+                while time.monotonic() < deadline:
+                    ctx.checkpoint()
+                    time.sleep(0.001)
+            finally:
+                with self.lock:
+                    self.now -= 1
+            return value * scale
+
+        return run
+
+
+@pytest.fixture(params=["memory", "sqlite"])
+def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[[], TaskStore]]:
+    """Stores that several controllers share: one in-memory store, or one SQLite file
+    opened once per controller (as separate processes would)."""
+    if request.param == "memory":
+        memory = InMemoryTaskStore()
+        yield lambda: memory
+        return
+    opened: list[SqliteTaskStore] = []
+
+    def open_file() -> TaskStore:
+        store = SqliteTaskStore(tmp_path / "work.db")
+        opened.append(store)
+        return store
+
+    yield open_file
+    for store in opened:
+        store.close()
+
+
+def serving(controller: Controller) -> bool:
+    return controller.serving
+
+
+def make(closer: Closer, store: TaskStore, **kwargs: Any) -> Controller:
+    kwargs.setdefault("poll_interval", 0.01)
+    kwargs.setdefault("graceful_stop", 2.0)
+    return closer.controller(store=store, **kwargs)
+
+
+def test_enqueue_writes_a_durable_task_by_name_without_any_task_code(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    feeder = make(closer, shared(), owner="web")  # registers nothing
+    task_id = feeder.enqueue("report", 7, "日报", limit=3, task_id="r-1", priority=5)
+    snapshot = feeder.get(task_id)
+    assert snapshot is not None
+    assert (snapshot.status, snapshot.durable, snapshot.lease_owner) == (S.QUEUED, True, None)
+    assert snapshot.arguments == {"args": [7, "日报"], "kwargs": {"limit": 3}}
+    assert snapshot.priority == 5
+    assert [(t.from_status, t.to_status) for t in feeder.history(task_id)] == [
+        (S.PENDING, S.QUEUED)
+    ]
+    assert feeder.runs() == []  # nothing of it runs here
+
+
+def test_arguments_that_are_not_json_are_refused_and_nothing_is_written(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    feeder = make(closer, shared(), owner="web")
+    with pytest.raises(ConfigurationError, match=r"argument 'path' of type PosixPath"):
+        feeder.enqueue("load", path=Path("/tmp/x"), task_id="bad")
+    with pytest.raises(ConfigurationError, match=r"item 1 of enqueue_many\(\)"):
+        feeder.enqueue_many("load", [(1,), 2])  # type: ignore[list-item]
+    with pytest.raises(ConfigurationError, match="argument 0"):
+        feeder.enqueue_many("load", [(1,), (object(),)])
+    assert feeder.store.query() == []
+    feeder.enqueue("load", 1, task_id="taken")
+    with pytest.raises(ConfigurationError, match="already exists"):
+        feeder.enqueue("load", 2, task_id="taken")
+    with pytest.raises(ConfigurationError, match="delay or run_at"):
+        feeder.enqueue("load", 1, delay=1, run_at=feeder.clock.now())
+
+
+def test_two_workers_share_the_work_and_each_task_runs_exactly_once(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    ledger = Ledger()
+    feeder = make(closer, shared(), owner="web")
+    ids = feeder.enqueue_many(
+        "scale", [Job(i, worker="?", scale=2) if i % 2 else (i,) for i in range(40)]
+    )
+    workers = []
+    for name in ("w1", "w2"):
+        worker = make(closer, shared(), owner=name, max_parallel=2)
+        worker.register("scale", ledger.body(pause=0.003))
+        worker.serve()
+        workers.append(worker)
+    outcomes = [feeder.wait(task_id, timeout=WAIT) for task_id in ids]
+    assert [o.status for o in outcomes] == [S.SUCCEEDED] * 40
+    assert [o.value for o in outcomes] == [i * 2 if i % 2 else i for i in range(40)]
+    assert sorted(task_id for task_id, _ in ledger.ran) == sorted(ids)  # once each
+    holders = {feeder.get(task_id).lease_owner for task_id in ids}  # type: ignore[union-attr]
+    assert holders == {"w1", "w2"}  # shared
+    for task_id in ids[:3]:
+        trail = [t.to_status for t in feeder.history(task_id)]
+        assert trail == [S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
+    assert ledger.most <= 4
+
+
+def test_a_worker_claims_only_names_it_registered_and_leaves_the_rest_queued(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    ledger = Ledger()
+    feeder = make(closer, shared(), owner="web")
+    stranger = feeder.enqueue("nobody_serves_this", 1)
+    mine = feeder.enqueue("scale", 1)
+    worker = make(closer, shared(), owner="w1")
+    worker.register("scale", ledger.body())
+    worker.serve()
+    assert feeder.wait(mine, timeout=WAIT).status is S.SUCCEEDED
+    time.sleep(0.05)  # several more claim rounds
+    snapshot = feeder.get(stranger)
+    assert snapshot is not None
+    assert (snapshot.status, snapshot.lease_owner) == (S.QUEUED, None)
+    assert feeder.store.served_names(feeder.clock.now()) == frozenset({"scale"})
+
+
+def test_higher_priority_is_claimed_first(closer: Closer, shared: Callable[[], TaskStore]) -> None:
+    ledger = Ledger()
+    feeder = make(closer, shared(), owner="web")
+    low = feeder.enqueue_many("scale", [(i,) for i in range(3)])
+    high = feeder.enqueue("scale", 99, priority=10)
+    worker = make(closer, shared(), owner="w1", max_parallel=1)
+    worker.register("scale", ledger.body())
+    worker.serve()
+    for task_id in [*low, high]:
+        feeder.wait(task_id, timeout=WAIT)
+    assert [task_id for task_id, _ in ledger.ran] == [high, *low]
+
+
+def test_a_delayed_task_is_not_claimed_before_its_time(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    clock = FakeClock()
+    ledger = Ledger()
+    feeder = make(closer, shared(), owner="web", clock=clock)
+    later = feeder.enqueue("scale", 1, delay=timedelta(minutes=5))
+    assert feeder.get(later).run_at == clock.now() + timedelta(minutes=5)  # type: ignore[union-attr]
+    worker = make(closer, shared(), owner="w1", clock=clock)
+    worker.register("scale", ledger.body())
+    worker.serve()
+    time.sleep(0.1)  # several claim rounds
+    assert ledger.ran == []
+    clock.advance(301)
+    assert feeder.wait(later, timeout=WAIT).status is S.SUCCEEDED
+
+
+def test_a_stop_from_the_feeding_process_reaches_the_task_on_its_worker(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    ledger = Ledger()
+    feeder = make(closer, shared(), owner="web")
+    task_id = feeder.enqueue("scale", 1)
+    worker = make(closer, shared(), owner="w1")
+    worker.register("scale", ledger.body(pause=60))
+    worker.serve()
+    wait_until(lambda: feeder.get(task_id).status is S.RUNNING, "the task to run")  # type: ignore[union-attr]
+    assert feeder.stop(task_id, reason="operator")
+    outcome = feeder.wait(task_id, timeout=WAIT)
+    assert outcome.status is S.STOPPED
+    trail = [t.to_status for t in feeder.history(task_id)]
+    assert trail[-2:] == [S.STOPPING, S.STOPPED]
+
+
+def test_fleet_limits_hold_across_workers_and_local_limits_within_one(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    ledger = Ledger()
+    feeder = make(closer, shared(), owner="web")
+    ids = feeder.enqueue_many("scale", [(i,) for i in range(12)], tags=["gpu"])
+    for name in ("w1", "w2", "w3"):
+        worker = make(
+            closer,
+            shared(),
+            owner=name,
+            concurrency=ConcurrencyPolicy(max_parallel=3, limits={"gpu": 2}),
+            fleet_limits={"gpu": 2},
+        )
+        worker.register("scale", ledger.body(pause=0.02))
+        worker.serve()
+    for task_id in ids:
+        assert feeder.wait(task_id, timeout=WAIT).status is S.SUCCEEDED
+    assert ledger.most == 2  # reached, never passed: three workers of room 2 each
+
+
+def test_workers_are_visible_live_then_expired_after_close(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    worker = make(closer, shared(), owner="w1", max_parallel=3, serve=False)
+    worker.register("scale", Ledger().body())
+    worker.serve()
+    assert serving(worker)
+    rows = worker.store.workers()
+    assert [(r.owner, r.names, r.capacity["max_parallel"]) for r in rows] == [("w1", ("scale",), 3)]
+    assert rows[0].is_live(worker.clock.now())
+    worker.close()
+    assert not serving(worker)
+    (row,) = worker.store.workers()
+    assert not row.is_live(worker.clock.now())
+
+
+def test_serve_needs_a_store_that_keeps_durable_tasks(closer: Closer) -> None:
+    class NoDurable(InMemoryTaskStore):
+        pass
+
+    NoDurable.supports_durable_work = False  # a store of another backend, say
+    controller = make(closer, NoDurable())
+    with pytest.raises(ConfigurationError, match="does not keep durable tasks"):
+        controller.serve()
+    with pytest.raises(ConfigurationError, match="does not keep durable tasks"):
+        controller.enqueue("x")
+
+
+def test_a_waiting_task_is_stopped_paused_and_resumed_in_the_store_by_any_process(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    feeder = make(closer, shared(), owner="web")
+    stopped = feeder.enqueue("scale", 1)
+    paused = feeder.enqueue("scale", 2)
+    assert feeder.stop(stopped, reason="not needed")
+    assert feeder.pause(paused)  # paused before its start: nobody runs it, nothing to confirm
+    assert feeder.get(paused).status is S.PAUSED  # type: ignore[union-attr]
+    ledger = Ledger()
+    worker = make(closer, shared(), owner="w1")
+    worker.register("scale", ledger.body())
+    worker.serve()
+    time.sleep(0.1)  # several claim rounds: neither is claimable
+    assert ledger.ran == []
+    assert feeder.get(stopped).status is S.STOPPED  # type: ignore[union-attr]
+    assert feeder.resume(paused)
+    assert feeder.wait(paused, timeout=WAIT).value == 2
+    assert [task_id for task_id, _ in ledger.ran] == [paused]
+    trail = [(t.to_status, t.actor) for t in feeder.history(stopped)]
+    assert trail == [(S.QUEUED, "web"), (S.STOPPED, "web")]
+
+
+def test_a_stop_that_wins_against_a_claim_keeps_the_body_from_running(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    """The worker claimed the task, then the feeder stopped it before the worker's start
+    was written: the store keeps the stop, and the worker never runs the body."""
+    from chongming_core import ClaimRequest
+
+    ledger = Ledger()
+    feeder = make(closer, shared(), owner="web")
+    task_id = feeder.enqueue("scale", 1)
+    worker = make(closer, shared(), owner="w1")
+    worker.register("scale", ledger.body())
+    now = worker.clock.now()
+    (claimed,) = worker.store.claim_tasks(
+        ClaimRequest(
+            owner="w1",
+            names=frozenset({"scale"}),
+            buckets=None,
+            limit=1,
+            now=now,
+            lease_until=now + timedelta(seconds=30),
+        )
+    )
+    assert feeder.stop(task_id, reason="changed my mind")
+    worker._take_claimed(claimed)  # what the serving loop does with a claim
+    run = worker.run(task_id)
+    assert run is not None
+    assert run.wait(WAIT).status is S.STOPPED
+    assert ledger.ran == []
+    stored = feeder.get(task_id)
+    assert stored is not None
+    assert (stored.status, stored.attempt) == (S.STOPPED, 0)  # the feeder's stop stands
+    assert [t.actor for t in feeder.history(task_id)] == ["web", "web"]
+
+
+def test_a_claimed_task_runs_under_the_whole_runtime(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    """The worker's registration decides: its retry policy retries a failing durable task,
+    its timeout ends a stuck one, its process executor carries a body in a child, and a
+    pause from the feeding process reaches a claimed task (through a command)."""
+    import runtime_proc_tasks
+    from chongming_core import FailureKind, FixedBackoff, RetryPolicy, Timeout
+    from chongming_runtime import ProcessExecutor
+
+    feeder = make(closer, shared(), owner="web")
+    attempts: list[int] = []
+
+    def flaky(ctx: Any) -> str:
+        attempts.append(ctx.attempt)
+        if ctx.attempt < 3:
+            raise ConnectionError("upstream busy")
+        return "third time"
+
+    def stuck(ctx: Any) -> None:
+        while True:
+            ctx.checkpoint()
+            time.sleep(0.005)
+
+    retried = feeder.enqueue("flaky")
+    timed_out = feeder.enqueue("stuck")
+    in_child = feeder.enqueue("square", 7)
+    paused = feeder.enqueue("loop", 0.002)
+    worker = make(closer, shared(), owner="w1", max_parallel=4)
+    worker.register("flaky", flaky, retry=RetryPolicy(max_attempts=3, backoff=FixedBackoff(0.01)))
+    worker.register("stuck", stuck, timeout=Timeout(per_attempt=0.2))
+    worker.register("loop", runtime_proc_tasks.loop_forever)
+    # a second worker on the same store carries its bodies in child processes
+    children = make(closer, shared(), owner="w2", executor=ProcessExecutor())
+    children.register("square", runtime_proc_tasks.square)
+    worker.serve()
+    children.serve()
+    outcome = feeder.wait(retried, timeout=WAIT)
+    assert (outcome.status, outcome.value, attempts) == (S.SUCCEEDED, "third time", [1, 2, 3])
+    ended = feeder.wait(timed_out, timeout=WAIT)
+    assert ended.status is S.FAILED
+    assert ended.failure is not None
+    assert ended.failure.kind is FailureKind.TIMEOUT_ATTEMPT
+    squared = feeder.wait(in_child, timeout=WAIT)
+    assert squared.value["value"] == 49
+    assert squared.value["pid"] != os.getpid()  # carried by a child process
+    assert feeder.get(in_child).executor == "process"  # type: ignore[union-attr]
+    wait_until(lambda: feeder.get(paused).status is S.RUNNING, "the loop to run")  # type: ignore[union-attr]
+    feeder.pause(paused)  # not confirmed across processes (guide §8.9)
+    wait_until(lambda: feeder.get(paused).status is S.PAUSED, "the pause to land")  # type: ignore[union-attr]
+    assert feeder.resume(paused)
+    wait_until(lambda: feeder.get(paused).status is S.RUNNING, "the resume to land")  # type: ignore[union-attr]
+    assert feeder.stop(paused)
+    assert feeder.wait(paused, timeout=WAIT).status is S.STOPPED
+
+
+def test_stop_serving_claims_nothing_more_and_lets_held_tasks_finish(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    release = threading.Event()
+    feeder = make(closer, shared(), owner="web")
+    first = feeder.enqueue("held")
+    worker = make(closer, shared(), owner="w1", max_parallel=2)
+    worker.register("held", lambda ctx: release.wait(WAIT) and "done")
+    worker.serve()
+    wait_until(lambda: feeder.get(first).status is S.RUNNING, "the first task to run")  # type: ignore[union-attr]
+    worker.stop_serving()
+    assert not serving(worker)
+    (row,) = worker.store.workers()
+    assert not row.is_live(worker.clock.now())  # gone at once
+    later = feeder.enqueue("held")
+    time.sleep(0.1)  # several claim rounds would have taken it
+    assert feeder.get(later).status is S.QUEUED  # type: ignore[union-attr]
+    release.set()
+    assert feeder.wait(first, timeout=WAIT).value == "done"  # held work goes on
+    with pytest.raises(ConfigurationError, match="stopped serving"):
+        worker.serve()

@@ -1,0 +1,191 @@
+"""Durable work in PostgreSQL: the claim and the worker rows.
+
+A claim is one transaction:
+
+1. With fleet limits, a transaction-scoped advisory lock per limited tag (sorted, the
+   key hashed by ``hashtextextended``), then the count of the tasks holding a slot
+   of each: two claimers counting one tag take turns, so they cannot both see room.
+2. A page of candidates in claim order (``priority DESC, seq``, the partial index
+   ``tasks_claim_idx``) ``FOR UPDATE SKIP LOCKED``: rows another claimer is taking
+   are skipped, never waited for; more pages only while the room is not used up.
+3. The choice (`choose_claims`, the core's rule for every store), then one
+   ``UPDATE ... FROM unnest(...)`` that leases each chosen task fenced by its version.
+
+After a lost connection the claim is repeated once; the repeat first hands over the
+tasks the lost attempt had leased (same owner, same lease end), as `claim_commands`
+does, so a committed claim is never stranded until its lease ends.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any, Final
+
+from chongming_core import ClaimRequest, ConfigurationError, TaskSnapshot, WorkerRecord
+from chongming_core.backend import (
+    FLEET_STATUSES,
+    UnreadableRow,
+    choose_claims,
+    claimable,
+    decode_row,
+    shown,
+)
+from chongming_store_postgres._codec import check_text, dumps, snapshot_from_row
+from chongming_store_postgres._fetching import fetch_all
+from chongming_store_postgres._queries import Statements
+from chongming_store_postgres._runner import Conn
+
+__all__ = ["claim", "worker_from_row", "worker_params"]
+
+_PAGE_FACTOR = 4
+_MIN_PAGE = 64
+
+#: The tasks a lost claim had leased (see the module docstring).
+_LEASED_BY_LOST_ATTEMPT: Final = """
+SELECT {task_columns} FROM {tasks}
+WHERE durable AND status = 'queued' AND lease_owner = %(owner)s AND lease_until = %(until)s
+ORDER BY priority DESC, seq"""
+
+
+def claim(
+    conn: Conn, q: Statements, schema: str, request: ClaimRequest, retrying: bool
+) -> list[TaskSnapshot]:
+    """Choose and lease the tasks `request` claims, in one transaction of `conn`."""
+    with conn.transaction():
+        handed: list[TaskSnapshot] = []
+        if retrying:
+            statement = q.render(_LEASED_BY_LOST_ATTEMPT)
+            params = {"owner": request.owner, "until": request.lease_until}
+            for row in fetch_all(conn, statement, params):
+                found = snapshot_from_row(row)
+                if isinstance(found, TaskSnapshot):
+                    handed.append(found)
+            request = _less(request, handed)
+        fleet_active = _fleet_active(conn, q, schema, request)
+        chosen, untagged = _choose(conn, q, request, fleet_active)
+        if not chosen:
+            return handed
+        params = {
+            "owner": request.owner,
+            "until": request.lease_until,
+            "task_ids": [s.task_id for s in chosen],
+            "versions": [s.status_version for s in chosen],
+        }
+        leased = {row[0] for row in conn.execute(q.lease_tasks, params).fetchall()}
+        tagged = [s for s in chosen if s.task_id in leased and s.task_id in untagged and s.tags]
+        if tagged:  # the claimant's tags of a task enqueued with none (`claim_tags`)
+            with conn.cursor() as cursor:
+                cursor.executemany(
+                    q.set_tags, [{"task_id": s.task_id, "tags": sorted(s.tags)} for s in tagged]
+                )
+    owner, until = request.owner, request.lease_until
+    return handed + [
+        s.evolve(lease_owner=owner, lease_until=until) for s in chosen if s.task_id in leased
+    ]
+
+
+def _less(request: ClaimRequest, handed: Sequence[TaskSnapshot]) -> ClaimRequest:
+    """`request` with the room the tasks `handed` over already use taken off."""
+    tag_room = dict(request.tag_room)
+    for s in handed:
+        for tag in s.tags & tag_room.keys():
+            tag_room[tag] = max(0, tag_room[tag] - 1)
+    return dataclasses.replace(
+        request, limit=max(0, request.limit - len(handed)), tag_room=tag_room
+    )
+
+
+def _fleet_active(conn: Conn, q: Statements, schema: str, request: ClaimRequest) -> dict[str, int]:
+    """Lock the limited tags (sorted) and count the tasks holding a slot of each."""
+    if not request.fleet_limits:
+        return {}
+    tags = sorted(request.fleet_limits)
+    for tag in tags:
+        conn.execute(q.lock_fleet_tag, {"key": f"chongming-fleet:{schema}:{tag}"})
+    params = {
+        "tags": tags,
+        "now": request.now,
+        "fleet_statuses": sorted(s.value for s in FLEET_STATUSES),
+    }
+    return {str(tag): int(n) for tag, n in conn.execute(q.fleet_active, params).fetchall()}
+
+
+def _choose(
+    conn: Conn, q: Statements, request: ClaimRequest, fleet_active: dict[str, int]
+) -> tuple[list[TaskSnapshot], set[str]]:
+    """Read candidate pages (locked, skipping locked rows) until the room is used up;
+    returns the chosen tasks and the ids of the candidates stored without tags."""
+    if request.limit <= 0 or not request.names:
+        return [], set()
+    if any("\x00" in name for name in request.names):
+        return [], set()  # no stored name can hold one
+    # with no room per tag or bucket to count, every candidate found is taken: a page of
+    # `limit` rows is all a claim locks (a larger one would hide rows from other claimants)
+    counted = request.tag_room or request.fleet_limits or request.bucket_room is not None
+    page = max(_MIN_PAGE, request.limit * _PAGE_FACTOR) if counted else request.limit
+    params: dict[str, Any] = {
+        "names": sorted(request.names),
+        "buckets": None if request.buckets is None else sorted(request.buckets),
+        "now": request.now,
+        "after_seq": None,
+        "after_priority": None,
+        "page": page,
+    }
+    seen: list[TaskSnapshot] = []
+    while True:
+        rows = fetch_all(conn, q.claim_candidates, params)
+        for row in rows:
+            found = snapshot_from_row(row[:-1])
+            if isinstance(found, TaskSnapshot) and claimable(found, request):
+                seen.append(found)
+        chosen = choose_claims(seen, request, fleet_active)
+        if len(chosen) >= request.limit or len(rows) < page:
+            return chosen, {found.task_id for found in seen if not found.tags}
+        last = rows[-1]
+        params["after_seq"], params["after_priority"] = last[-1], last[9]  # seq, priority
+
+
+def worker_params(record: WorkerRecord) -> dict[str, Any]:
+    """The parameters of `UPSERT_WORKER` (checked for NUL bytes)."""
+    what = f"worker {record.owner!r}"
+    check_text(record.owner, "worker owner")
+    check_text(record.host, f"{what} host")
+    for name in record.names:
+        check_text(name, f"{what} task name")
+    return {
+        "owner": record.owner,
+        "host": record.host,
+        "pid": record.pid,
+        "buckets": None if record.buckets is None else list(record.buckets),
+        "names": list(record.names),
+        "capacity": dumps(dict(record.capacity), f"{what} capacity", allow_nul=True),
+        "started_at": record.started_at,
+        "last_seen": record.last_seen,
+        "lease_until": record.lease_until,
+    }
+
+
+def worker_from_row(row: Sequence[Any]) -> WorkerRecord | UnreadableRow:
+    """The record of a worker row, or the `UnreadableRow` saying what is wrong with it."""
+    return decode_row(row[0], lambda: _worker(row), part="worker row")
+
+
+def _worker(row: Sequence[Any]) -> WorkerRecord:
+    owner, host, pid, buckets, names, capacity, started_at, last_seen, lease_until = row
+    if not isinstance(capacity, dict):
+        raise ValueError(f"capacity must be a JSON object, got {shown(capacity)}")
+    try:
+        return WorkerRecord(
+            owner=owner,
+            host=host,
+            pid=pid,
+            buckets=None if buckets is None else tuple(buckets),
+            names=tuple(names),
+            capacity=capacity,
+            started_at=started_at,
+            last_seen=last_seen,
+            lease_until=lease_until,
+        )
+    except ConfigurationError as exc:  # a value of the wrong kind in the row
+        raise ValueError(str(exc)) from None

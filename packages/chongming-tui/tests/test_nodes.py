@@ -1,0 +1,86 @@
+"""The dashboard and durable work: the nodes view lists the worker rows, and the detail
+of a durable queued task says why it waits (with the reason the console gives it)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from textual.pilot import Pilot
+
+from chongming_core import TaskSnapshot, WorkerRecord
+from chongming_runtime import Controller
+from chongming_store_sqlite import SqliteTaskStore
+from chongming_tui import DashboardApp
+from chongming_tui.components.nodes import NodesScreen, capacity_text
+from chongming_tui.testing import drive, screen_text, wait_for
+
+
+def _row(owner: str, now: datetime, *, live: bool) -> WorkerRecord:
+    until = now + timedelta(seconds=30) if live else now - timedelta(seconds=5)
+    return WorkerRecord(
+        owner=owner,
+        host="节点-host",
+        pid=4242,
+        buckets=None if live else (0, 1, 2, 3),
+        names=("resize", "报表"),
+        capacity={"max_parallel": 4, "limits": {}, "fleet_limits": {"gpu": 2}},
+        started_at=now - timedelta(minutes=5),
+        last_seen=now - timedelta(seconds=2),
+        lease_until=until,
+    )
+
+
+def _reason(snapshot: TaskSnapshot, *, now: datetime, served: Any, workers: Any) -> str | None:
+    """A stand-in for the console's `waiting_reason` (the dashboard only shows it)."""
+    if snapshot.durable and snapshot.name not in served:
+        return f"no worker serves {snapshot.name!r}"
+    return None
+
+
+def test_capacity_text() -> None:
+    assert capacity_text({"max_parallel": 4, "limits": {"db": 2}, "fleet_limits": {"gpu": 1}}) == (
+        "max_parallel=4 db=2 fleet:gpu=1"
+    )
+    assert capacity_text({}) == "-"
+
+
+def test_the_nodes_view_and_the_waiting_reason(tmp_path: Path) -> None:
+    store = SqliteTaskStore(tmp_path / "t.db")
+    controller = Controller(store=store, owner="console-1")
+    try:
+        now = controller.clock.now()
+        store.register_worker(_row("worker-a", now, live=True))
+        store.register_worker(_row("worker-b", now, live=False))
+        task_id = controller.enqueue("orphan", 1, task_id="orphan-1")
+        app = DashboardApp(
+            controller,
+            store_label="t.db",
+            refresh_interval=None,
+            cursor_blink=False,
+            waiting_reason=_reason,
+        )
+
+        async def scenario(pilot: Pilot[int]) -> None:
+            assert app.latest is not None
+            assert app.latest.waiting == {task_id: "no worker serves 'orphan'"}
+            await pilot.press("w")
+            await wait_for(pilot, lambda: isinstance(app.screen, NodesScreen), "the nodes view")
+            await pilot.pause(0.05)
+            text = "\n".join(screen_text(app))
+            assert "workers: 1 live, 1 expired" in text
+            for shown in ("worker-a", "worker-b", "节点-host", "resize, 报表", "max_parallel=4",
+                          "fleet:gpu=2", "[0, 1, ..., 3]", "expired", "live"):  # fmt: skip
+                assert shown in text, shown
+            await pilot.press("escape")
+            app.open_detail(task_id)
+            await wait_for(
+                pilot,
+                lambda: any("no worker serves 'orphan'" in line for line in screen_text(app)),
+                "the waiting reason in the detail",
+            )
+
+        drive(app, scenario)
+    finally:
+        controller.close(close_store=True)

@@ -1,0 +1,212 @@
+"""``submit``, ``worker`` and ``nodes`` as real processes, on a SQLite file and on
+PostgreSQL: a worker fed by ``submit``, ``--wait`` exit codes, the shutdown on
+SIGTERM (a task that stops ends ``stopped``, one that will not ends ``lost``; exit 0),
+a second signal, and the worker row live then expired."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import textwrap
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from cli_support import Workspace, finish, first_line
+
+pytestmark = pytest.mark.timeout(120)
+
+#: The module the workers serve (written beside the workspace's own task module).
+WORKER_TASKS = textwrap.dedent(
+    '''
+    """Tasks of the worker tests."""
+    from __future__ import annotations
+
+    import time
+    from typing import Any
+
+    from chongming_core import task
+
+
+    @task
+    def add(ctx: Any, a: int, b: int = 0) -> int:
+        ctx.checkpoint()
+        return a + b
+
+
+    @task
+    def boom(ctx: Any, message: str = "boom") -> None:
+        raise ValueError(message)
+
+
+    @task
+    def spin(ctx: Any) -> None:
+        """Loops until stopped (a stop ends it stopped)."""
+        while True:
+            ctx.checkpoint()
+            time.sleep(0.01)
+
+
+    @task
+    def nap(ctx: Any, seconds: float = 60.0) -> None:
+        """Never reaches a checkpoint: a stop cannot reach it (it ends lost)."""
+        time.sleep(seconds)
+    '''
+)
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store(request: pytest.FixtureRequest, workspace: Workspace) -> list[str]:
+    """The store options of a test: a SQLite file, or a fresh PostgreSQL database."""
+    (workspace.root / "worker_tasks.py").write_text(WORKER_TASKS, encoding="utf-8")
+    if request.param == "sqlite":
+        return ["--db", str(workspace.db)]
+    return ["--dsn", request.getfixturevalue("pg_url")]
+
+
+def _status(workspace: Workspace, store: list[str], task_id: str) -> dict[str, Any]:
+    done = workspace.cli(*store, "status", task_id, "--json")
+    assert done.returncode == 0, done.stderr
+    document: dict[str, Any] = json.loads(done.stdout)
+    return document
+
+
+def _until(
+    workspace: Workspace,
+    store: list[str],
+    task_id: str,
+    predicate: Callable[[dict[str, Any]], bool],
+    timeout: float = 30.0,
+) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    last: dict[str, Any] = {}
+    while time.monotonic() < deadline:
+        last = _status(workspace, store, task_id)
+        if predicate(last):
+            return last
+        time.sleep(0.1)
+    pytest.fail(f"{task_id} never reached the expected state; last: {last}")
+
+
+def _nodes(workspace: Workspace, store: list[str]) -> list[dict[str, Any]]:
+    done = workspace.cli(*store, "nodes", "--json")
+    assert done.returncode == 0, done.stderr
+    rows: list[dict[str, Any]] = json.loads(done.stdout)
+    return rows
+
+
+def _worker(workspace: Workspace, store: list[str], *extra: str) -> subprocess.Popen[str]:
+    process = workspace.spawn(*store, "--owner", "w-1", "worker", "--tasks", "worker_tasks", *extra)
+    assert process.stderr is not None
+    line = first_line(process.stderr, timeout=30)
+    if not line.startswith("worker w-1 serves add, boom, nap, spin (every bucket"):
+        process.kill()
+        out, err = process.communicate()
+        pytest.fail(f"the worker did not start: {line}{err}{out}")
+    return process
+
+
+def _submit(workspace: Workspace, store: list[str], *args: str) -> str:
+    done = workspace.cli(*store, "submit", *args, "--tasks", "worker_tasks")
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_a_worker_fed_by_submit(workspace: Workspace, store: list[str]) -> None:
+    before = workspace.cli(*store, "submit", "add", "--arg", "a=1", "--task-id", "early")
+    assert before.returncode == 0, before.stderr
+    assert "read as JSON" in before.stderr  # no --tasks: said in one line
+    waiting = workspace.cli(*store, "ps")
+    assert "waiting: early: no worker serves 'add'" in waiting.stderr
+    assert "waiting:  no worker serves 'add'" in workspace.cli(*store, "status", "early").stdout
+
+    worker = _worker(workspace, store, "--max-parallel", "3", "--grace", "1")
+    try:
+        [row] = _nodes(workspace, store)
+        assert (row["owner"], row["live"], row["names"]) == (
+            "w-1", True, ["add", "boom", "nap", "spin"]
+        )  # fmt: skip
+        listed = workspace.cli(*store, "nodes").stdout
+        for shown in ("w-1", "max_parallel=3", "live"):
+            assert shown in listed
+
+        ok = workspace.cli(
+            *store, "submit", "add", "--tasks", "worker_tasks", "--arg", "a=2", "--arg", "b=3",
+            "--wait", "--timeout", "30",
+        )  # fmt: skip
+        assert ok.returncode == 0, ok.stderr
+        assert "succeeded" in ok.stdout
+        assert "value:   5" in ok.stdout
+        bad = workspace.cli(*store, "submit", "boom", "--wait", "--timeout", "30")
+        assert bad.returncode == 3, bad.stderr
+        assert "failed" in bad.stdout
+        assert "ValueError: boom" in bad.stdout
+
+        ids = [_submit(workspace, store, "add", "--arg", f"a={n}") for n in range(5)]
+        for task_id in ["early", *ids]:
+            done = _until(workspace, store, task_id, lambda s: s["status"] == "succeeded")
+            assert done["lease_owner"] in (None, "w-1")
+        assert _status(workspace, store, ids[3])["arguments"] == {"args": [], "kwargs": {"a": 3}}
+
+        later = _submit(workspace, store, "add", "--arg", "a=1", "--delay", "1h")
+        assert "due at" in workspace.cli(*store, "status", later).stdout
+
+        spin = _submit(workspace, store, "spin", "--task-id", "spin-1")
+        nap = _submit(workspace, store, "nap", "--task-id", "nap-1")
+        for task_id in (spin, nap):
+            _until(workspace, store, task_id, lambda s: s["status"] == "running")
+        worker.send_signal(signal.SIGTERM)
+        code, _, err = finish(worker, timeout=60)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    assert code == 0, err
+    assert "received SIGTERM: no new claims" in err
+    assert "Traceback" not in err
+    assert _status(workspace, store, "spin-1")["status"] == "stopped"
+    assert _status(workspace, store, "nap-1")["status"] == "lost"
+    assert _status(workspace, store, later)["status"] == "queued"  # never claimed
+    [row] = _nodes(workspace, store)
+    assert not row["live"]
+    assert "expired" in workspace.cli(*store, "nodes").stdout
+
+
+def test_a_second_signal_stops_at_once(workspace: Workspace, store: list[str]) -> None:
+    worker = _worker(workspace, store, "--grace", "60")
+    try:
+        _submit(workspace, store, "nap", "--task-id", "nap-2")
+        _until(workspace, store, "nap-2", lambda s: s["status"] == "running")
+        worker.send_signal(signal.SIGINT)
+        time.sleep(0.5)
+        worker.send_signal(signal.SIGTERM)
+        code, _, err = finish(worker, timeout=20)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+            worker.communicate()
+    assert code == 1, err
+    assert "received SIGTERM again: exiting at once (exit 1)" in err
+    assert "Traceback" not in err
+
+
+def test_bad_input_gets_one_line(workspace: Workspace, store: list[str]) -> None:
+    bad = workspace.cli(*store, "submit", "add", "--tasks", "worker_tasks", "--arg", "a=x")
+    assert bad.returncode == 1
+    assert bad.stderr.count("\n") == 1
+    assert "takes a as int" in bad.stderr
+    assert "no task" in workspace.cli(*store, "status", "x").stderr  # nothing was written
+    for args, said in (
+        (["submit", "add", "--delay", "soon"], "not a duration"),
+        (["submit", "add", "--at", "tomorrow"], "ISO-8601"),
+        (["submit", "add", "--arg", "delay=3"], "not a task argument"),
+        (["worker", "--tasks", "no_such_module"], "cannot import the task module"),
+        (["worker", "--tasks", "worker_tasks", "--fleet-limit", "gpu"], "TAG=N"),
+        (["worker", "--tasks", "worker_tasks", "--grace", "-1"], ">= 0"),
+    ):
+        done = workspace.cli(*store, *args, timeout=30)
+        assert done.returncode == 1, (args, done.stderr)
+        assert said in done.stderr, (args, done.stderr)
+        assert done.stderr.count("\n") == 1, (args, done.stderr)
