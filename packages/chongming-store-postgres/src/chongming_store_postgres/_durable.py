@@ -52,6 +52,9 @@ def claim(
     conn: Conn, q: Statements, schema: str, request: ClaimRequest, retrying: bool
 ) -> list[TaskSnapshot]:
     """Choose and lease the tasks `request` claims, in one transaction of `conn`."""
+    counted = request.tag_room or request.fleet_limits or request.bucket_room is not None
+    if not retrying and not counted and not request.default_tags:
+        return _claim_now(conn, q, request)
     with conn.transaction():
         handed: list[TaskSnapshot] = []
         if retrying:
@@ -83,6 +86,29 @@ def claim(
     return handed + [
         s.evolve(lease_owner=owner, lease_until=until) for s in chosen if s.task_id in leased
     ]
+
+
+def _claim_now(conn: Conn, q: Statements, request: ClaimRequest) -> list[TaskSnapshot]:
+    """A claim with nothing to count but the limit: one statement (`CLAIM_NOW`), in claim
+    order. A row that cannot be read is leased all the same and left out: its lease runs
+    out and it is claimable again, as after a claimant that died."""
+    if any("\x00" in name for name in request.names):
+        return []  # no stored name can hold one
+    params = {
+        "names": sorted(request.names),
+        "buckets": None if request.buckets is None else sorted(request.buckets),
+        "now": request.now,
+        "limit": request.limit,
+        "owner": request.owner,
+        "until": request.lease_until,
+    }
+    rows = sorted(fetch_all(conn, q.claim_now, params), key=lambda row: (-row[9], row[-1]))
+    claimed = []
+    for row in rows:
+        found = snapshot_from_row(row[:-1])
+        if isinstance(found, TaskSnapshot):
+            claimed.append(found)
+    return claimed
 
 
 def _less(request: ClaimRequest, handed: Sequence[TaskSnapshot]) -> ClaimRequest:

@@ -288,6 +288,25 @@ ORDER BY priority DESC, seq
 LIMIT %(page)s
 FOR UPDATE SKIP LOCKED"""
 
+#: A claim with no room per tag or bucket to count, in one statement (one round trip in
+#: autocommit): the first `limit` candidates in claim order, locked skipping the locked
+#: ones, leased, and returned as they are now.
+CLAIM_NOW: Final = """
+WITH c AS (
+    SELECT task_id FROM {tasks}
+    WHERE durable AND status = 'queued'
+      AND name = ANY(%(names)s::text[])
+      AND (%(buckets)s::bigint[] IS NULL OR bucket = ANY(%(buckets)s::bigint[]))
+      AND (run_at IS NULL OR run_at <= %(now)s)
+      AND (lease_owner IS NULL OR lease_until IS NULL OR lease_until <= %(now)s)
+    ORDER BY priority DESC, seq
+    LIMIT %(limit)s
+    FOR UPDATE SKIP LOCKED
+)
+UPDATE {tasks} AS k SET lease_owner = %(owner)s, lease_until = %(until)s
+FROM c WHERE k.task_id = c.task_id
+RETURNING {claimed_task_columns}, k.seq"""
+
 #: Lease the chosen tasks, each fenced by the version it was chosen at.
 LEASE_TASKS: Final = """
 UPDATE {tasks} AS k SET lease_owner = %(owner)s, lease_until = %(until)s
@@ -473,6 +492,7 @@ class Statements:
         self._names: dict[str, sql.Composable] = {
             **table_names(schema),
             "task_columns": _join(TASK_COLUMNS),
+            "claimed_task_columns": _join(TASK_COLUMNS, "k"),
             "insert_columns": _join(insert_columns),
             "insert_values": _values(insert_columns, _CASTS),
             "update_assignments": sql.SQL(", ").join(
@@ -522,6 +542,7 @@ class Statements:
         self.lock_fleet_tag = self.render(LOCK_FLEET_TAG)
         self.fleet_active = self.render(FLEET_ACTIVE)
         self.claim_candidates = self.render(CLAIM_CANDIDATES)
+        self.claim_now = self.render(CLAIM_NOW)
         self.lease_tasks = self.render(LEASE_TASKS)
         self.set_tags = self.render(SET_TAGS)
         self.release_task = self.render(RELEASE_TASK)
