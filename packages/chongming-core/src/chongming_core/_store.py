@@ -291,6 +291,10 @@ class TaskStore(abc.ABC):
     #: worker rows and the wake-ups. A store without it raises `ConfigurationError` from
     #: each of those methods (it still stores durable snapshots like any other).
     supports_durable_work: ClassVar[bool] = False
+    #: True when `wait_for_work` is woken by enqueues of any process (a notification
+    #: channel): its workers then poll only as a fallback (for tasks due later, and a
+    #: lost notification), not at every ``poll_interval``.
+    notifies_workers: ClassVar[bool] = False
 
     # ------------------------------------------------------------------ values
     def stored_outcome(self, value: Any) -> Any:

@@ -226,6 +226,7 @@ class PostgresTaskStore(TaskStore):
         self._change_listener = ChangeListener(self._change_channel, self._connect)
 
     supports_durable_work = True
+    notifies_workers = True
 
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""

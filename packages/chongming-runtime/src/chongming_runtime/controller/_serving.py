@@ -15,7 +15,8 @@ One background thread, ``chongming-serve``, loops:
    compare-and-set under the claimed version);
 4. wait: when work flowed and room is left, claim again at once; with no room, until a
    slot frees; with nothing to claim, `TaskStore.wait_for_work` (a notification on
-   PostgreSQL, the poll interval elsewhere).
+   PostgreSQL, with a fallback poll once a second for tasks due later; the poll
+   interval elsewhere).
 
 The worker's own row (owner, host, pid, buckets, names, capacity, started, last seen)
 is written when serving starts and renewed with the lease; when serving stops its
@@ -44,6 +45,9 @@ from chongming_core import (
 __all__ = ["WorkServer"]
 
 _log = logging.getLogger("chongming_task.controller")
+
+#: The fallback poll of a worker whose store notifies it of new work (seconds).
+NOTIFIED_POLL = 1.0
 
 #: Room and units left per limited tag (see `Scheduler.claim_room`).
 Room = Callable[[], tuple[int, dict[str, int]]]
@@ -184,7 +188,10 @@ class WorkServer:
             self._take_one(snapshot)
         self.claimed += len(claimed)
         if not claimed:  # when work flows, the next claim is made at once, as room allows
-            self._store.wait_for_work(self._interval)
+            # a store that notifies wakes this wait on every enqueue: its polls are only a
+            # fallback (a task due later, a lost notification), once a second at most
+            idle = max(self._interval, NOTIFIED_POLL) if self._store.notifies_workers else None
+            self._store.wait_for_work(self._interval if idle is None else idle)
 
     def _take_one(self, snapshot: TaskSnapshot) -> None:
         try:
