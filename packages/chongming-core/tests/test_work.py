@@ -22,6 +22,7 @@ from chongming_core import (
     durable_arguments,
 )
 from chongming_core.backend import (
+    MAX_DEPTH,
     ChangeSignals,
     WakeUp,
     arguments_problem,
@@ -32,6 +33,13 @@ from chongming_core.backend import (
 )
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
+
+
+def _nested(depth: int) -> list[object]:
+    value: list[object] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
 
 
 class Color(enum.Enum):
@@ -87,6 +95,41 @@ def test_arguments_problem_checks_what_a_store_keeps() -> None:
     assert arguments_problem({"args": [1], "kwargs": {}}) is None
     assert "JSON object" in (arguments_problem(["a"]) or "")
     assert "of type set" in (arguments_problem({"args": [{1}]}) or "")
+
+
+@pytest.mark.parametrize(
+    ("value", "words"),
+    [
+        ({"args": [float("nan")]}, "JSON cannot hold"),
+        ({"args": [float("inf")], "kwargs": {}}, "JSON cannot hold"),
+        ({"args": [1 << 20_000]}, "digits"),
+        ({"args": ["\ud800"]}, "surrogate"),
+        ({"args": [Level.HIGH]}, "of type Level"),
+        ({"args": [True, Color.RED]}, "of type Color"),
+        ({"kwargs": {1: "a"}}, "key 1"),
+        ({"args": [[[]] * 2, {"x": {"y": [b"raw"]}}]}, "of type bytes"),
+        ({"deep": [[]] * 1 + [_nested(MAX_DEPTH + 5)]}, "levels"),
+    ],
+)
+def test_arguments_problem_finds_what_hides_inside_plain_looking_arguments(
+    value: dict[str, object], words: str
+) -> None:
+    # a store checks arguments at every save, first with a quick look at plain JSON: what
+    # the quick look cannot vouch for is looked at closely
+    assert words in (arguments_problem(value) or "no problem found")
+
+
+def test_arguments_problem_passes_plain_json_of_every_shape() -> None:
+    values: tuple[dict[str, object], ...] = (
+        {},
+        {"args": [], "kwargs": {}},
+        {"args": [None, True, 0, -(1 << 62), 2.5, "ascii", [], {}], "kwargs": {"k": [1]}},
+        {"args": [_nested(40)]},  # deeper than the quick look goes, within MAX_DEPTH
+        {"args": ["中文", 1 << 70], "kwargs": {"键": "值"}},
+        {"args": [(1, 2)]},  # a tuple is stored as a list
+    )
+    for value in values:
+        assert arguments_problem(value) is None, value
 
 
 def test_state_machine_create_checks_and_keeps_the_durable_fields() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 import threading
 import time
@@ -21,6 +22,7 @@ from chongming_core import (
     TaskStore,
 )
 from chongming_runtime import Controller, Job
+from chongming_runtime.controller._serving import CLAIM_COOLDOWN
 from chongming_runtime.testing import Closer, wait_until
 from chongming_store_sqlite import SqliteTaskStore
 
@@ -395,3 +397,42 @@ def test_stop_serving_claims_nothing_more_and_lets_held_tasks_finish(
     assert feeder.wait(first, timeout=WAIT).value == "done"  # held work goes on
     with pytest.raises(ConfigurationError, match="stopped serving"):
         worker.serve()
+
+
+class CountedClaims:
+    """Wraps a store's `claim_tasks`: when each claim began and ended, its limit, what it found."""
+
+    def __init__(self, store: TaskStore) -> None:
+        self.calls: list[tuple[float, float, int, int]] = []
+        inner = store.claim_tasks
+
+        def claim_tasks(request: Any) -> Any:
+            began = time.monotonic()
+            found = inner(request)
+            self.calls.append((began, time.monotonic(), request.limit, len(found)))
+            return found
+
+        store.claim_tasks = claim_tasks  # type: ignore[method-assign]
+
+
+def test_while_work_flows_slots_freed_one_at_a_time_are_claimed_together(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    ledger = Ledger()
+    feeder = make(closer, shared(), owner="web")
+    ids = feeder.enqueue_many("noop", [(n,) for n in range(120)])
+    store = shared()
+    claims = CountedClaims(store)
+    worker = make(closer, store, owner="w1", max_parallel=4)
+    worker.register("noop", ledger.body())
+    worker.serve()
+    for task_id in ids:
+        assert feeder.wait(task_id, timeout=WAIT).status is S.SUCCEEDED
+    assert sorted(task_id for task_id, _ in ledger.ran) == sorted(ids)  # each ran once
+    found = [c for c in claims.calls if c[3] > 0]
+    assert sum(c[3] for c in found) == len(ids)
+    # a claim within the cooldown of one that found work is made only for two free slots
+    # or more (half of max_parallel=4): never one statement per freed slot
+    for (_, ended, _, got), (began, _, limit, _) in itertools.pairwise(claims.calls):
+        if got and began - ended < CLAIM_COOLDOWN:
+            assert limit >= 2, claims.calls

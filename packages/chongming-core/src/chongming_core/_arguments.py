@@ -72,6 +72,8 @@ def arguments_problem(arguments: object) -> str | None:
         return None
     if not isinstance(arguments, Mapping):
         return f"arguments must be a JSON object or None, got {type(arguments).__name__}"
+    if type(arguments) is dict and _plainly_json(arguments):
+        return None  # a store checks them at every save: the usual case costs little
     problem = _problem(dict(arguments), "arguments", "arguments")
     if problem is not None:
         return problem
@@ -80,6 +82,45 @@ def arguments_problem(arguments: object) -> str | None:
     except ValueError as exc:
         return str(exc).replace("the result", "the arguments")
     return None
+
+
+#: The scalars `_plainly_json` takes as they are (exact types: no subclass, no enum).
+_PLAIN_SCALARS = frozenset({type(None), bool, int, float, str})
+#: The depth and the int size `_plainly_json` looks no further than (well within the limits).
+_PLAIN_DEPTH = 32
+_PLAIN_INT = 1 << 63
+
+
+def _plainly_json(value: dict[str, Any]) -> bool:
+    """True when `value` is JSON no rule could refuse or change: dicts with str keys, lists,
+    ASCII str, small ints, finite floats, bool and None, shallow. False means "look
+    closely" (`_problem` and `portable_json`), not that something is wrong."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        kind = type(item)
+        if kind is dict:
+            if depth >= _PLAIN_DEPTH:
+                return False
+            for key, inner in item.items():
+                if type(key) is not str or not key.isascii():
+                    return False
+                stack.append((inner, depth + 1))
+        elif kind is list:
+            if depth >= _PLAIN_DEPTH:
+                return False
+            stack.extend((inner, depth + 1) for inner in item)
+        elif kind not in _PLAIN_SCALARS:
+            return False
+        elif kind is str:
+            if not item.isascii():
+                return False
+        elif kind is int:
+            if not -_PLAIN_INT < item < _PLAIN_INT:
+                return False
+        elif kind is float and not math.isfinite(item):
+            return False
+    return True
 
 
 def _problem(value: Any, where: str, name: str) -> str | None:

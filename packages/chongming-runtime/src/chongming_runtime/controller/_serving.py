@@ -13,8 +13,10 @@ One background thread, ``chongming-serve``, loops:
    trajectory so far) and is admitted like a submission; from then on it is a task held
    here: leases, stop, pause, retries, the start gate (its ``starting`` is a
    compare-and-set under the claimed version);
-4. wait: when work flowed and room is left, claim again at once; with no room, until a
-   slot frees; with nothing to claim, `TaskStore.wait_for_work` (a notification on
+4. wait: when work flowed and room is left, claim again at once (but with fewer than
+   half the slots free, not before `CLAIM_COOLDOWN` after the last claim that found
+   work, so slots freed one by one are claimed together); with no room, until a slot
+   frees; with nothing to claim, `TaskStore.wait_for_work` (a notification on
    PostgreSQL, with a fallback poll once a second for tasks due later; the poll
    interval elsewhere).
 
@@ -31,6 +33,7 @@ import logging
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
 
@@ -48,6 +51,11 @@ _log = logging.getLogger("chongming_task.controller")
 
 #: The fallback poll of a worker whose store notifies it of new work (seconds).
 NOTIFIED_POLL = 1.0
+
+#: While work flows, a claim follows the last one that found work after at least this
+#: long (seconds), unless half the slots are free: freed slots are claimed together, not
+#: one statement each (Oban's dispatch cooldown is 5 ms by default).
+CLAIM_COOLDOWN = 0.005
 
 #: Room and units left per limited tag (see `Scheduler.claim_room`).
 Room = Callable[[], tuple[int, dict[str, int]]]
@@ -111,6 +119,9 @@ class WorkServer:
         self._lock = threading.Lock()
         self._started_at: datetime | None = None
         self._renewed_at: datetime | None = None
+        self._claimed_at: float | None = None  # monotonic time of the last claim that found work
+        max_parallel = capacity.get("max_parallel")
+        self._batch = max(1, max_parallel // 2) if isinstance(max_parallel, int) else 1
         self.claimed = 0  # tasks claimed since serving began (read by tests and `nodes`)
 
     @property
@@ -167,6 +178,8 @@ class WorkServer:
         self._renew_row()
         free, tag_room = self._room()
         names = self._names()
+        if 0 < free < self._batch and self._cooling():
+            return  # work flows: let a few more slots free, to claim them together
         if free <= 0 or not names:
             self._slot_freed.wait(self._interval)
             self._slot_freed.clear()
@@ -184,6 +197,7 @@ class WorkServer:
             default_tags=self._default_tags(),
         )
         claimed = self._store.claim_tasks(request)
+        self._claimed_at = time.monotonic() if claimed else None
         for snapshot in claimed:
             self._take_one(snapshot)
         self.claimed += len(claimed)
@@ -192,6 +206,18 @@ class WorkServer:
             # fallback (a task due later, a lost notification), once a second at most
             idle = max(self._interval, NOTIFIED_POLL) if self._store.notifies_workers else None
             self._store.wait_for_work(self._interval if idle is None else idle)
+
+    def _cooling(self) -> bool:
+        """Wait out the rest of `CLAIM_COOLDOWN` after a claim that found work; True if
+        waited (the round is over). Only while work flows: an idle worker claims at once."""
+        last = self._claimed_at
+        if last is None:
+            return False
+        left = last + CLAIM_COOLDOWN - time.monotonic()
+        if left <= 0:
+            return False
+        self._stopping.wait(left)
+        return True
 
     def _take_one(self, snapshot: TaskSnapshot) -> None:
         try:

@@ -1,0 +1,98 @@
+"""The claim statement: read in claim order whatever the statistics say, and read once."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from chongming_core import ClaimRequest, SnapshotWrite, TaskStatus
+from chongming_store_contract import build_task
+from chongming_store_postgres import PostgresTaskStore
+from chongming_store_postgres._queries import Statements
+
+Admin = psycopg.Connection[tuple[Any, ...]]
+
+_NOW = datetime(2030, 1, 1, tzinfo=UTC)
+
+
+def _enqueue(store: PostgresTaskStore, count: int, prefix: str = "t") -> None:
+    writes = []
+    for n in range(count):
+        arguments: dict[str, Any] = {"args": [], "kwargs": {}}
+        built = build_task(f"{prefix}{n:05d}", TaskStatus.QUEUED, durable=True, arguments=arguments)
+        writes.append(SnapshotWrite(built.snapshot, None, built.transitions))
+    for start in range(0, count, 500):
+        store.save_many(writes[start : start + 500])
+
+
+def _claim_plan(admin: Admin, schema: str) -> str:
+    """The plan of the one-statement claim, as a claim's transaction runs it."""
+    q = Statements(schema)
+    params = {
+        "names": ["job"],
+        "buckets": None,
+        "now": _NOW,
+        "limit": 4,
+        "owner": "w",
+        "until": _NOW + timedelta(seconds=30),
+    }
+    with admin.transaction():
+        admin.execute(q.claim_in_order)
+        explain = b"EXPLAIN " + q.claim_now
+        lines = [row[0] for row in admin.execute(explain, params).fetchall()]
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("statistics", ["none yet", "nothing queued"])
+def test_a_claim_reads_the_claim_index_in_order_whatever_the_statistics_say(
+    store: PostgresTaskStore, admin: Admin, schema: str, statistics: str
+) -> None:
+    _enqueue(store, 3000)
+    if statistics == "nothing queued":  # a large table of finished tasks, then a burst
+        tasks = sql.Identifier(schema, "tasks")
+        admin.execute(sql.SQL("UPDATE {} SET status = 'succeeded'").format(tasks))
+        admin.execute(sql.SQL("ANALYZE {}").format(tasks))
+        admin.execute(sql.SQL("UPDATE {} SET status = 'queued'").format(tasks))
+    # else a queue filled faster than autovacuum analyzes it: the planner thinks it tiny
+    plan = _claim_plan(admin, schema)
+    assert "Index Scan using tasks_claim_idx" in plan, plan
+    assert "Sort" not in plan, plan
+
+
+def test_a_claim_meeting_an_unreadable_row_is_not_run_again(
+    store: PostgresTaskStore, admin: Admin, schema: str
+) -> None:
+    # the first row's arguments nest deeper than Python's JSON parser recurses
+    _enqueue(store, 3)
+    deep = "[" * 5000 + "]" * 5000
+    admin.execute(
+        sql.SQL("UPDATE {} SET arguments = %s::json WHERE task_id = 't00000'").format(
+            sql.Identifier(schema, "tasks")
+        ),
+        (deep,),
+    )
+    now = datetime.now(UTC)
+    request = ClaimRequest(
+        owner="w",
+        names=frozenset({"job"}),
+        buckets=None,
+        limit=2,
+        now=now,
+        lease_until=now + timedelta(seconds=30),
+    )
+    claimed = store.claim_tasks(request)
+    # the unreadable row is leased and left out (its lease runs out); the claim is not
+    # made a second time, which would lease a third task and strand the second
+    assert [s.task_id for s in claimed] == ["t00001"]
+    owners: dict[str, str | None] = dict(
+        admin.execute(
+            sql.SQL("SELECT task_id, lease_owner FROM {} ORDER BY task_id").format(
+                sql.Identifier(schema, "tasks")
+            )
+        ).fetchall()
+    )
+    assert owners == {"t00000": "w", "t00001": "w", "t00002": None}
