@@ -29,8 +29,8 @@ def _enqueue(store: PostgresTaskStore, count: int, prefix: str = "t") -> None:
         store.save_many(writes[start : start + 500])
 
 
-def _claim_plan(admin: Admin, schema: str) -> str:
-    """The plan of the one-statement claim, as a claim's transaction runs it."""
+def _claim_plan(store: PostgresTaskStore, schema: str) -> str:
+    """The plan of the one-statement claim on the connections the store claims on."""
     q = Statements(schema)
     params = {
         "names": ["job"],
@@ -40,11 +40,11 @@ def _claim_plan(admin: Admin, schema: str) -> str:
         "owner": "w",
         "until": _NOW + timedelta(seconds=30),
     }
-    with admin.transaction():
-        admin.execute(q.claim_in_order)
-        explain = b"EXPLAIN " + q.claim_now
-        lines = [row[0] for row in admin.execute(explain, params).fetchall()]
-    return "\n".join(lines)
+
+    def explain(conn: Any, retrying: bool) -> list[str]:
+        return [row[0] for row in conn.execute(b"EXPLAIN " + q.claim_now, params).fetchall()]
+
+    return "\n".join(store._claims().run("explaining the claim", explain))
 
 
 @pytest.mark.parametrize("statistics", ["none yet", "nothing queued"])
@@ -58,7 +58,7 @@ def test_a_claim_reads_the_claim_index_in_order_whatever_the_statistics_say(
         admin.execute(sql.SQL("ANALYZE {}").format(tasks))
         admin.execute(sql.SQL("UPDATE {} SET status = 'queued'").format(tasks))
     # else a queue filled faster than autovacuum analyzes it: the planner thinks it tiny
-    plan = _claim_plan(admin, schema)
+    plan = _claim_plan(store, schema)
     assert "Index Scan using tasks_claim_idx" in plan, plan
     assert "Sort" not in plan, plan
 

@@ -288,10 +288,6 @@ ORDER BY priority DESC, seq
 LIMIT %(page)s
 FOR UPDATE SKIP LOCKED"""
 
-#: The first statement of a claim's transaction: the claim index, in order, is then the
-#: only plan for ``ORDER BY priority DESC, seq`` (see `_durable`).
-CLAIM_IN_ORDER: Final = "SET LOCAL enable_sort = off"
-
 #: A claim with no room per tag or bucket to count, in one statement (one round trip in
 #: autocommit): the first `limit` candidates in claim order, locked skipping the locked
 #: ones, leased, and returned as they are now.
@@ -547,7 +543,6 @@ class Statements:
         self.fleet_active = self.render(FLEET_ACTIVE)
         self.claim_candidates = self.render(CLAIM_CANDIDATES)
         self.claim_now = self.render(CLAIM_NOW)
-        self.claim_in_order = self.render(CLAIM_IN_ORDER)
         self.lease_tasks = self.render(LEASE_TASKS)
         self.set_tags = self.render(SET_TAGS)
         self.release_task = self.render(RELEASE_TASK)

@@ -109,6 +109,8 @@ __all__ = ["PostgresTaskStore"]
 
 _T = TypeVar("_T")
 _STATUSES = {s.value: s for s in TaskStatus}
+#: Connections a store keeps for claims at most (one thread of a worker claims).
+_CLAIM_CONNECTIONS = 2
 
 
 class PostgresTaskStore(TaskStore):
@@ -221,6 +223,9 @@ class PostgresTaskStore(TaskStore):
         )
         self._pool.open(wait=False)
         self._runner = Runner(self._pool, self._errors, max_size, lambda: self._closed)
+        self._connect_timeout = connect_timeout
+        self._claim_pool: psycopg_pool.ConnectionPool[Conn] | None = None  # at the first claim
+        self._claim_runner: Runner | None = None
         self._listener = CommandListener(self._channel, self._connect)
         self._work_listener = CommandListener(self._work_channel, self._connect)
         self._change_listener = ChangeListener(self._change_channel, self._connect)
@@ -287,6 +292,33 @@ class PostgresTaskStore(TaskStore):
         """Run `body(conn, retrying)` on a pooled connection (see `Runner.run`)."""
         self._check_open()
         return self._runner.run(action, body)
+
+    def _claims(self) -> Runner:
+        """The runner of claims, on connections of their own that plan without sorting
+        (``enable_sort=off``: the claim index in order is then a claim's only plan, whatever
+        the statistics say; see `_durable`). Opened at the first claim: only workers claim."""
+        runner = self._claim_runner
+        if runner is not None:
+            return runner
+        with self._close_lock:
+            self._check_open()
+            if self._claim_runner is None:
+                options = f"{self._connect_kwargs['options']} -c enable_sort=off"
+                pool: psycopg_pool.ConnectionPool[Conn] = psycopg_pool.ConnectionPool(
+                    self._dsn,
+                    kwargs={**self._connect_kwargs, "options": options},
+                    min_size=1,
+                    max_size=_CLAIM_CONNECTIONS,
+                    open=False,
+                    name=f"chongming-claims:{self._schema}",
+                    timeout=self._connect_timeout,
+                )
+                pool.open(wait=False)
+                self._claim_pool = pool
+                self._claim_runner = Runner(
+                    pool, self._errors, _CLAIM_CONNECTIONS, lambda: self._closed
+                )
+            return self._claim_runner
 
     def _check_open(self) -> None:
         if self._closed:
@@ -626,7 +658,7 @@ class PostgresTaskStore(TaskStore):
         def body(conn: Conn, retrying: bool) -> list[TaskSnapshot]:
             return claim(conn, self._q, self._schema, request, retrying)
 
-        return self._run(f"claiming tasks for {request.owner!r}", body)
+        return self._claims().run(f"claiming tasks for {request.owner!r}", body)
 
     def release_claim(self, task_id: str, owner: str, version: int) -> bool:
         """See `TaskStore.release_claim`. Notifies `work_channel` when it gave a task back."""
@@ -780,4 +812,6 @@ class PostgresTaskStore(TaskStore):
         self._listener.close()
         self._work_listener.close()
         self._change_listener.close()
+        if self._claim_pool is not None:
+            self._claim_pool.close(timeout=5.0)
         self._pool.close(timeout=5.0)
