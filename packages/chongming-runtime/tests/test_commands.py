@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import threading
+import time
+from typing import Any
 
 from chongming_core import Command, FakeClock, InMemoryTaskStore
 from chongming_runtime.persistence._commands import NOT_HELD, CommandPoller, new_command
+from chongming_runtime.testing import wait_until
 
 
 def _issue(store: InMemoryTaskStore, clock: FakeClock, task_id: str, action: str = "stop",
@@ -93,3 +96,52 @@ def test_background_thread_applies_commands_promptly() -> None:
     assert applied.wait(timeout=10)
     poller.stop()
     assert not poller.running
+
+
+class _NotifyingStore(InMemoryTaskStore):
+    """An in-memory store that says, like PostgreSQL, when a command is submitted."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.claims = 0
+        self.waits: list[float] = []
+        self.notified = threading.Event()
+
+    def claim_commands(self, *args: Any, **kwargs: Any) -> list[Command]:
+        self.claims += 1
+        return super().claim_commands(*args, **kwargs)
+
+    def submit_command(self, command: Command) -> None:
+        super().submit_command(command)
+        self.notified.set()
+
+    def wait_for_commands(self, timeout: float) -> bool:
+        self.waits.append(timeout)
+        arrived = self.notified.wait(timeout)
+        self.notified.clear()
+        return arrived
+
+
+def test_a_notified_poller_polls_once_a_second_and_still_hears_stop_and_wake() -> None:
+    clock = FakeClock()
+    store = _NotifyingStore()
+    applied = threading.Event()
+
+    def handler(command: Command) -> str:
+        applied.set()
+        return "applied"
+
+    poller = CommandPoller(store, owner="node-a", handler=handler, clock=clock, interval=0.02)
+    poller.start()
+    wait_until(lambda: len(store.waits) >= 10, "the poller to wait ten slices")
+    # the listening connection is opened before the first claim (a zero wait), then the
+    # poller waits in slices of its interval and claims only when told or once a second
+    assert store.waits[0] == 0
+    assert max(store.waits) <= 0.02
+    assert store.claims <= 2
+    _issue(store, clock, "t1")  # notified: claimed at once, not at the next fallback poll
+    assert applied.wait(timeout=10)
+    started = time.monotonic()
+    poller.stop()
+    assert not poller.running
+    assert time.monotonic() - started < 0.5  # a slice, not the fallback poll's second

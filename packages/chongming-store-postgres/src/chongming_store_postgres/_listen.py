@@ -11,6 +11,7 @@ task ended) to the threads waiting for each task.
 from __future__ import annotations
 
 import hashlib
+import select
 import threading
 import time
 from collections.abc import Callable
@@ -19,7 +20,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-__all__ = ["ChangeListener", "CommandListener", "change_key", "channel_name"]
+__all__ = ["ChangeListener", "CommandListener", "change_key", "channel_name", "received"]
 
 #: PostgreSQL truncates identifiers (and refuses channel names) at 63 bytes.
 _MAX_CHANNEL_BYTES = 63
@@ -27,6 +28,31 @@ _MAX_CHANNEL_BYTES = 63
 _MAX_PAYLOAD_BYTES = 1000
 #: How long a waiter that is not reading the connection sleeps between looks at it.
 _SLICE = 0.05
+
+
+def received(conn: psycopg.Connection[Any], timeout: float) -> list[str]:
+    """The payloads of the notifications that arrive on `conn` within `timeout` seconds
+    (those already received first; all that came together, however many).
+
+    It sleeps in ``select`` on the connection's socket. psycopg's own ``notifies(timeout=)``
+    wakes its generator hundreds of times a second while nothing arrives, which made an
+    idle worker's listeners cost more CPU than everything else it does.
+
+    Raises:
+        psycopg.OperationalError: the connection was lost.
+    """
+    found = [n.payload for n in conn.notifies(timeout=0.0)]  # read already, or buffered
+    deadline = time.monotonic() + max(0.0, timeout)
+    while not found:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            break
+        ready, _, _ = select.select([conn.fileno()], [], [], left)
+        if not ready:
+            break
+        # readable: notifications, or other messages (a parameter change), or the end
+        found = [n.payload for n in conn.notifies(timeout=0.0)]
+    return found
 
 
 def channel_name(schema: str, topic: str = "commands") -> str:
@@ -74,13 +100,8 @@ class CommandListener:
                 conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(self._channel)))
                 self._conn = conn
             try:
-                arrived = False
-                for _ in self._conn.notifies(timeout=max(0.0, timeout), stop_after=1):
-                    arrived = True
-                if arrived:  # several commands may have come at once: one wake-up for all
-                    for _ in self._conn.notifies(timeout=0.0):
-                        pass
-                return arrived
+                # several commands may have come at once: one wake-up for all
+                return bool(received(self._conn, timeout))
             except psycopg.OperationalError:
                 self._discard()
                 return True
@@ -175,10 +196,7 @@ class ChangeListener:
             self._ensure()
             assert self._conn is not None
             # one generator at a time: each holds the connection's lock while it runs
-            payloads = [n.payload for n in self._conn.notifies(timeout=timeout, stop_after=1)]
-            if payloads:  # several may have come at once
-                payloads += [n.payload for n in self._conn.notifies(timeout=0.0)]
-            for payload in payloads:
+            for payload in received(self._conn, timeout):  # several may have come at once
                 self._wake(payload)
         except psycopg.OperationalError:
             conn, self._conn = self._conn, None

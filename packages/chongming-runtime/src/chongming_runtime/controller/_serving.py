@@ -44,13 +44,12 @@ from chongming_core import (
     TaskStore,
     WorkerRecord,
 )
+from chongming_runtime.support._background import NOTIFIED_POLL
 
 __all__ = ["WorkServer"]
 
 _log = logging.getLogger("chongming_task.controller")
 
-#: The fallback poll of a worker whose store notifies it of new work (seconds).
-NOTIFIED_POLL = 1.0
 
 #: While work flows, a claim follows the last one that found work after at least this
 #: long (seconds), unless half the slots are free: freed slots are claimed together, not

@@ -10,13 +10,15 @@ commands.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
+import time
 import uuid
 from collections.abc import Callable, Collection
 
 from chongming_core import Clock, Command, StoreError, TaskStore
-from chongming_runtime.support._background import Report, carry_on, describe
+from chongming_runtime.support._background import NOTIFIED_POLL, Report, carry_on, describe
 
 __all__ = ["NOT_HELD", "CommandPoller", "new_command"]
 
@@ -182,6 +184,7 @@ class CommandPoller:
         return 1 if done else 0
 
     def _serve(self) -> None:
+        self._listen()  # before the first claim: a command sent meanwhile wakes the first wait
         while not self._stopped.is_set():
             try:
                 self.poll_once()
@@ -197,16 +200,36 @@ class CommandPoller:
                 self._wake.wait(self._interval)
             self._wake.clear()
 
-    def _idle(self) -> None:
-        """Wait for the next poll: a store's notification, a wake-up or the interval."""
+    def _listen(self) -> None:
+        """Open a notifying store's listening connection (waiting for nothing)."""
         waiter = getattr(self._store, "wait_for_commands", None)
-        if callable(waiter) and not self._wake.is_set():
+        if callable(waiter):
+            with contextlib.suppress(StoreError):  # the first wait tries again; polls go on
+                waiter(0)
+
+    def _idle(self) -> None:
+        """Wait for the next poll: a store's notification, a wake-up or the interval.
+
+        A store that notifies of every command it takes (``wait_for_commands``) wakes
+        the wait at once, so its fallback poll comes once a second (`NOTIFIED_POLL`), not
+        at every poll interval: an idle controller then costs a query a second. A lost
+        listening connection wakes the wait at once (a notification may be lost)."""
+        waiter = getattr(self._store, "wait_for_commands", None)
+        if not callable(waiter):
+            self._wake.wait(self._interval)
+            return
+        # in slices of the poll interval, so that `wake` and `stop` are heard as before
+        deadline = time.monotonic() + max(self._interval, NOTIFIED_POLL)
+        while not self._wake.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
             try:
-                waiter(self._interval)
+                if waiter(min(self._interval, left)):
+                    return
             except StoreError:
                 self._wake.wait(self._interval)
-        else:
-            self._wake.wait(self._interval)
+                return
 
     def _poll_failed(self, exc: BaseException) -> None:
         """Log a failed round; record it for the operator once per run of the same error

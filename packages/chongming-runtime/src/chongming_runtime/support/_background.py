@@ -15,7 +15,12 @@ import logging
 import threading
 from collections.abc import Callable
 
-__all__ = ["Report", "carry_on", "describe"]
+__all__ = ["NOTIFIED_POLL", "Report", "carry_on", "describe"]
+
+#: The fallback poll (seconds) of a loop that a store's notification wakes (new work, a
+#: command): it only catches what a lost notification or a time that passed (a task due
+#: later) would miss, so it need not come at every poll interval.
+NOTIFIED_POLL = 1.0
 
 #: Records a failure where the operator sees it: ``report(operation, what happened)``.
 Report = Callable[[str, str], None]
