@@ -26,6 +26,7 @@ from chongming_core import (
     ConfigurationError,
     SnapshotWrite,
     StateMachine,
+    TaskSnapshot,
     TaskStore,
     durable_arguments,
     validate_tags,
@@ -116,6 +117,14 @@ def when_due(clock: Clock, delay: object, run_at: object) -> datetime | None:
     return clock.now() + timedelta(seconds=seconds) if seconds else None
 
 
+@dataclass(frozen=True, slots=True)
+class _Described:
+    """What the registration of a name says of its enqueued tasks."""
+
+    description: str | None
+    max_attempts: int
+
+
 class Enqueuer:
     """Writes durable tasks for a controller (one per controller).
 
@@ -176,18 +185,15 @@ class Enqueuer:
         if tag_set is None:
             tag_set = registered.tags if registered is not None else frozenset()
         retry = registered.retry if registered is not None else None
+        # what the store shows before any worker sees the task: the registration here, if any
+        described = _Described(
+            description=registered.description if registered is not None else None,
+            max_attempts=retry.max_attempts if retry is not None else 1,
+        )
         writes: list[SnapshotWrite] = []
         ids: list[str] = []
         for job in jobs:
-            machine = self._machine(name, job, label, tag_set, priority, bucket_key, due)
-            if registered is not None:
-                machine = StateMachine(
-                    machine.snapshot.evolve(
-                        description=registered.description,
-                        max_attempts=retry.max_attempts if retry is not None else 1,
-                    ),
-                    clock=self._clock,
-                )
+            machine = self._machine(name, job, label, tag_set, priority, bucket_key, due, described)
             transition = machine.mark_queued(actor=self._owner, reason="enqueued")
             writes.append(SnapshotWrite(machine.snapshot, None, (transition,)))
             ids.append(machine.task_id)
@@ -214,7 +220,10 @@ class Enqueuer:
         priority: int | None,
         bucket_key: str | None,
         due: datetime | None,
+        described: _Described,
     ) -> StateMachine:
+        """The machine of one job's task, every field checked (and the arguments made JSON
+        as every store hands them back) before it is built."""
         task_id = job.task_id if job.task_id is not None else f"{name}-{random_hex12()}"
         if not isinstance(task_id, str) or not task_id.strip():
             raise ConfigurationError(f"task_id must be a non-empty string, got {task_id!r}")
@@ -236,16 +245,24 @@ class Enqueuer:
             raise ConfigurationError(
                 f"priority {chosen} is out of range: stores keep it as a 64-bit integer"
             )
-        return StateMachine.create(
-            task_id,
-            name,
+        arguments = durable_arguments(job.args, job.kwargs)
+        now = self._clock.now()
+        # every field was checked above (StateMachine.create would check the arguments
+        # again, and make their JSON round trip a second time)
+        snapshot = TaskSnapshot(
+            task_id=task_id,
+            name=name,
+            max_attempts=described.max_attempts,
             label=chosen_label,
+            description=described.description,
             tags=tags,
             priority=chosen,
             bucket=None if key is None else self._policy.bucket_for(key),
             bucket_key=key,
-            clock=self._clock,
+            created_at=now,
+            updated_at=now,
             durable=True,
-            arguments=durable_arguments(job.args, job.kwargs),
+            arguments=arguments,
             run_at=due,
         )
+        return StateMachine(snapshot, clock=self._clock)
