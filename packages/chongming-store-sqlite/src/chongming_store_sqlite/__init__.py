@@ -6,7 +6,7 @@ One SQLite file is shared by every thread and process of one machine:
   writes; ``synchronous=NORMAL`` makes a commit cost no disk flush.
 - **Short write transactions** taken with ``BEGIN IMMEDIATE``: a writer takes
   the write lock before it reads what it will change, waiting up to
-  ``busy_timeout`` for it, so compare-and-set (`save`), group commits
+  ``busy_timeout`` for it in short pauses (`_locking`), so compare-and-set (`save`), group commits
   (`save_many`) and command leases (`claim_commands`) are atomic across
   processes. A lock held past the timeout is a `StoreError` naming the file,
   never a raw "database is locked".

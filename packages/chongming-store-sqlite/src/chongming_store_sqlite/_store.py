@@ -56,6 +56,7 @@ from chongming_store_sqlite._durable import (
 from chongming_store_sqlite._errors import DRIVER_ERRORS, translate
 from chongming_store_sqlite._fetching import fetch_all
 from chongming_store_sqlite._housekeeping import archive_batches, prune_batches
+from chongming_store_sqlite._locking import begin_immediate
 from chongming_store_sqlite._opening import connect, initialise, prepare_file
 from chongming_store_sqlite._pool import ConnectionPool, PoolClosed
 from chongming_store_sqlite._queries import (
@@ -261,13 +262,14 @@ class SqliteTaskStore(TaskStore):
     def _writing(self, action: str) -> Iterator[sqlite3.Connection]:
         """One short write transaction, taken with BEGIN IMMEDIATE.
 
-        IMMEDIATE takes the write lock up front, waiting up to the busy timeout. A
-        deferred transaction would take it only at its first write and, when another
-        connection committed meanwhile, fail at once with SQLITE_BUSY, without waiting.
+        IMMEDIATE takes the write lock up front, waiting up to the busy timeout (in short
+        pauses: `begin_immediate`). A deferred transaction would take it only at its first
+        write and, when another connection committed meanwhile, fail at once with
+        SQLITE_BUSY, without waiting.
         """
         try:
             with self._pool.connection() as conn:
-                conn.execute("BEGIN IMMEDIATE")
+                begin_immediate(conn, self._busy_timeout)
                 try:
                     yield conn
                     conn.execute("COMMIT")
