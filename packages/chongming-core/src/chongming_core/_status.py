@@ -20,12 +20,26 @@ __all__ = [
 ]
 
 
+#: The values of the terminal and the active statuses (see `TaskStatus`), for its members.
+_TERMINAL_VALUES = frozenset({"succeeded", "failed", "stopped", "cancelled", "skipped", "lost"})
+_ACTIVE_VALUES = frozenset({"starting", "running", "pausing", "stopping"})
+
+
 class TaskStatus(StrEnum):
     """The lifecycle stage of a task, and nothing else.
 
     Attempt counts, progress, health and results are separate fields of
     `TaskSnapshot`; they are never folded into this enum.
+
+    Attributes:
+        is_terminal: True for the six statuses that have no exits.
+        is_active: True while an executor holds the task (starting, running, pausing,
+            stopping).
     """
+
+    # plain attributes of each member, set once: the runtime asks them at every transition
+    is_terminal: bool
+    is_active: bool
 
     PENDING = "pending"
     BLOCKED = "blocked"
@@ -43,15 +57,9 @@ class TaskStatus(StrEnum):
     SKIPPED = "skipped"
     LOST = "lost"
 
-    @property
-    def is_terminal(self) -> bool:
-        """True for the six statuses that have no exits."""
-        return self in TERMINAL_STATUSES
-
-    @property
-    def is_active(self) -> bool:
-        """True while an executor holds the task (starting, running, pausing, stopping)."""
-        return self in ACTIVE_STATUSES
+    def __init__(self, value: str) -> None:
+        self.is_terminal = value in _TERMINAL_VALUES
+        self.is_active = value in _ACTIVE_VALUES
 
 
 _S = TaskStatus
