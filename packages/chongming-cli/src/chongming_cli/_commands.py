@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import inspect
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,7 +23,6 @@ from chongming_cli._output import (
     write_json,
 )
 from chongming_cli._session import NodeOptions, open_controller
-from chongming_cli._waiting import waiting_reason, waiting_reasons
 from chongming_core import TaskSnapshot, TaskStatus, UnreadableRow, unreadable_in
 from chongming_runtime import (
     Controller,
@@ -187,7 +185,7 @@ def cmd_ps(args: argparse.Namespace, node: NodeOptions, console: Console) -> int
         if args.limit is not None:
             found.reverse()
         now = controller.clock.now()
-        waiting = waiting_reasons(controller, found, now)
+        waiting = controller.waiting_reasons(found, now=now)
     unreadable = unreadable_in(found)
     if args.json:
         write_json(console.out, [s.to_dict() for s in found])
@@ -216,7 +214,7 @@ def cmd_status(args: argparse.Namespace, node: NodeOptions, console: Console) ->
     with open_controller(node) as controller:
         snapshot = _existing(controller, args.task_id, node)
         now = controller.clock.now()
-        waiting = waiting_reasons(controller, [snapshot], now).get(snapshot.task_id)
+        waiting = controller.waiting_reasons([snapshot], now=now).get(snapshot.task_id)
     if args.json:
         write_json(console.out, snapshot.to_dict())
     else:
@@ -343,18 +341,11 @@ def cmd_dashboard(args: argparse.Namespace, node: NodeOptions, console: Console)
             "the installed chongming-tui has no dashboard (chongming_tui.run_dashboard is "
             'missing); install one that has: pip install -U "chongming-task[tui]"'
         )
-    options: dict[str, Any] = {}
-    try:  # a dashboard without the waiting reasons still opens
-        if "waiting_reason" in inspect.signature(run_dashboard).parameters:
-            options["waiting_reason"] = waiting_reason
-    except (TypeError, ValueError):
-        pass
     with open_controller(node) as controller:
         result = run_dashboard(
             controller=controller,
             store_label=node.location.label,
             reconcile_command=suggest(node, "reconcile"),
-            **options,
         )
     return result if isinstance(result, int) and not isinstance(result, bool) else EXIT_OK
 

@@ -26,6 +26,7 @@ from chongming_runtime.controller._ownership import describe_buckets as describe
 from chongming_runtime.controller._reconcile import ReconcileReport as ReconcileReport
 from chongming_runtime.controller._registry import RegisteredTask as RegisteredTask
 from chongming_runtime.controller._stats import ControllerStats as ControllerStats
+from chongming_runtime.controller._waiting_reason import waiting_reason as waiting_reason
 from chongming_runtime.executors import AttemptHandle as AttemptHandle
 from chongming_runtime.executors import Executor as Executor
 from chongming_runtime.executors import InlineExecutor as InlineExecutor
@@ -80,4 +81,5 @@ __all__ = [
     "render_table",
     "run_command",
     "run_task",
+    "waiting_reason",
 ]

@@ -25,6 +25,7 @@ from textual.timer import Timer
 
 from chongming_core import Clock, TaskSnapshot
 from chongming_runtime import Controller, describe_buckets, printable
+from chongming_runtime import waiting_reason as runtime_waiting_reason
 from chongming_tui._data import PendingAction, Refresh, WaitingReason, fetch
 from chongming_tui._filters import TaskFilter
 from chongming_tui._format import assess, format_age
@@ -68,8 +69,8 @@ class DashboardApp(App[int]):
         cursor_blink: blink the cursor of text boxes (off for reproducible screenshots).
         reconcile_command: the console command the reconcile view gives for applying what
             it shows (the console passes it with its store options, ready to paste).
-        waiting_reason: says why a durable queued task waits (the console passes
-            ``chongming_cli.waiting_reason``); None: no reason is shown.
+        waiting_reason: says why a durable queued task waits (by default the runtime's
+            `waiting_reason`, which `status` and `ps` show too); None: no reason is shown.
     """
 
     CSS_PATH = "dashboard.tcss"
@@ -106,7 +107,7 @@ class DashboardApp(App[int]):
         clock: Clock | None = None,
         cursor_blink: bool = True,
         reconcile_command: str = "chongming-task reconcile",
-        waiting_reason: WaitingReason | None = None,
+        waiting_reason: WaitingReason | None = runtime_waiting_reason,
     ) -> None:
         super().__init__()
         if refresh_interval is not None and not refresh_interval > 0:

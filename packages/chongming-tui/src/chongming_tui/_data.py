@@ -29,7 +29,7 @@ from chongming_tui._filters import TaskFilter
 __all__ = ["PendingAction", "Refresh", "WaitingReason", "fetch"]
 
 #: Why a durable queued task waits, or None: called as ``reason(snapshot, now=...,
-#: served=..., workers=...)`` (the console passes ``chongming_cli.waiting_reason``).
+#: served=..., workers=...)`` (`chongming_runtime.waiting_reason` by default).
 WaitingReason = Callable[..., str | None]
 
 _S = TaskStatus

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from chongming_runtime import Controller
+from chongming_runtime import waiting_reason as runtime_waiting_reason
 from chongming_tui._app import DashboardApp
 from chongming_tui._data import WaitingReason
 
@@ -17,7 +18,7 @@ def run_dashboard(
     row_limit: int = 200,
     idle_threshold: float = 60.0,
     reconcile_command: str = "chongming-task reconcile",
-    waiting_reason: WaitingReason | None = None,
+    waiting_reason: WaitingReason | None = runtime_waiting_reason,
 ) -> int:
     """Run the dashboard in this terminal until the operator quits; returns the exit code (0).
 

@@ -26,7 +26,7 @@ import logging
 import os
 import socket
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
 from types import ModuleType
@@ -71,6 +71,7 @@ from chongming_runtime.controller._settings import (
 )
 from chongming_runtime.controller._stats import ControllerStats
 from chongming_runtime.controller._task_options import TaskOptions
+from chongming_runtime.controller._waiting_reason import waiting_reasons
 from chongming_runtime.executors._base import Executor
 from chongming_runtime.executors.thread import ThreadExecutor
 from chongming_runtime.persistence._commands import CommandPoller
@@ -693,6 +694,15 @@ class Controller:
         """Per-status counts of every task in the store, plus ``unfinished``; a task whose
         stored status cannot be read is counted under none and named in ``unreadable``."""
         return self._queries.stats()
+
+    def waiting_reasons(
+        self, snapshots: Sequence[TaskSnapshot], *, now: datetime | None = None
+    ) -> dict[str, str]:
+        """Why each durable task among `snapshots` that is queued and held by nobody waits,
+        by task id: ``no worker serves 'x'``, ``no live worker owns bucket N`` or ``due at
+        TIME``, judged from the store's worker rows at `now` (the clock's now by default).
+        A task any live worker could claim now is left out, as is every other task."""
+        return waiting_reasons(self.store, snapshots, self.clock.now() if now is None else now)
 
     def bucket_counts(self) -> dict[int, int]:
         """Tasks per bucket (used to decide which node takes which buckets); from the

@@ -1,4 +1,5 @@
-"""Why a durable task waits: the one decision `status`, `ps` and the dashboard show.
+"""Why a durable task waits: the one decision the console's `status` and `ps` and the
+dashboard show (`Controller.waiting_reasons` reads the worker rows it needs).
 
 A durable task that is ``queued`` and held by nobody waits for a worker to claim it.
 `waiting_reason` says what keeps it waiting, from what the store knows of the
@@ -17,8 +18,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Sequence
 from datetime import UTC, datetime
 
-from chongming_core import TaskSnapshot, TaskStatus, WorkerRecord
-from chongming_runtime import Controller
+from chongming_core import TaskSnapshot, TaskStatus, TaskStore, WorkerRecord
 
 __all__ = ["needs_workers", "waiting_reason", "waiting_reasons"]
 
@@ -66,12 +66,11 @@ def waiting_reason(
 
 
 def waiting_reasons(
-    controller: Controller, snapshots: Sequence[TaskSnapshot], now: datetime
+    store: TaskStore, snapshots: Sequence[TaskSnapshot], now: datetime
 ) -> dict[str, str]:
     """Task id -> why it waits, for the durable queued tasks among `snapshots` (the worker
     rows are read only when there is such a task)."""
     waiting = [s for s in snapshots if needs_workers(s, now)]
-    store = controller.store
     if not waiting or not store.supports_durable_work:
         return {}
     served = store.served_names(now)
