@@ -52,8 +52,10 @@ from chongming_core import (
 from chongming_runtime import Controller, TaskContext
 from chongming_store_sqlite import SqliteTaskStore
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run or loaded by path
+from _postgres import drop_schema, postgres_dsn
+
 HERE = Path(__file__).resolve()
-DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 CHECKPOINT_EVERY = 0.02
 
 
@@ -84,28 +86,6 @@ def _percentile(values: list[float], fraction: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * fraction))]
 
 
-def _postgres_dsn() -> str | None:
-    """The DSN when PostgreSQL answers, else None."""
-    dsn = os.environ.get("CHONGMING_TEST_POSTGRES") or DEFAULT_DSN
-    try:
-        import psycopg
-
-        with psycopg.connect(dsn, connect_timeout=3) as conn:
-            conn.execute("SELECT 1")
-    except Exception as exc:  # any failure means: skip the Postgres parts
-        print(f"  (PostgreSQL parts skipped: {dsn} is unreachable: {type(exc).__name__})")
-        return None
-    return dsn
-
-
-def _drop_schema(dsn: str, schema: str) -> None:
-    import psycopg
-    from psycopg import sql
-
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
-
-
 @contextlib.contextmanager
 def _sqlite_store(folder: str, name: str) -> Iterator[SqliteTaskStore]:
     store = SqliteTaskStore(os.path.join(folder, f"{name}.db"))
@@ -125,7 +105,7 @@ def _postgres_store(dsn: str) -> Iterator[Any]:
         yield store
     finally:
         store.close()
-        _drop_schema(dsn, schema)
+        drop_schema(dsn, schema)
 
 
 # ---------------------------------------------------------------------------- 1 + 2: throughput
@@ -465,7 +445,7 @@ def bench_stop(folder: str, dsn: str | None) -> None:
 # ---------------------------------------------------------------------------- main
 def main() -> None:
     """Measure and print every figure."""
-    dsn = _postgres_dsn()
+    dsn = postgres_dsn()
     with tempfile.TemporaryDirectory(prefix="chongming-bench-") as folder:
         bench_throughput(folder, dsn)
         bench_latency(folder)

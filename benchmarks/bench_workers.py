@@ -41,8 +41,10 @@ from chongming_core import SnapshotWrite, StateMachine, TaskStatus, TaskStore
 from chongming_runtime import Controller
 from chongming_store_sqlite import SqliteTaskStore
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # run or loaded by path
+from _postgres import drop_schema, postgres_dsn
+
 HERE = Path(__file__).resolve()
-DEFAULT_DSN = "postgresql://postgres@127.0.0.1:5432/test"
 POLL = 0.1  # the workers' poll interval: the default (commands; the claims' fallback)
 TASKS = 10_000
 
@@ -54,19 +56,6 @@ def noop(ctx: Any) -> float:
 
 def _goal(ok: bool) -> str:
     return "OK" if ok else "MISSED"
-
-
-def _postgres_dsn() -> str | None:
-    dsn = os.environ.get("CHONGMING_TEST_POSTGRES") or DEFAULT_DSN
-    try:
-        import psycopg
-
-        with psycopg.connect(dsn, connect_timeout=3) as conn:
-            conn.execute("SELECT 1")
-    except Exception as exc:  # any failure means: skip the PostgreSQL parts
-        print(f"  (PostgreSQL parts skipped: the server is unreachable: {type(exc).__name__})")
-        return None
-    return dsn
 
 
 def open_store(target: str) -> TaskStore:
@@ -90,11 +79,7 @@ def _target(kind: str, folder: str, dsn: str | None) -> Iterator[str]:
     try:
         yield f"{dsn}#{schema}"
     finally:
-        import psycopg
-        from psycopg import sql
-
-        with psycopg.connect(dsn, autocommit=True) as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(schema)))
+        drop_schema(dsn, schema)
 
 
 # ---------------------------------------------------------------- worker processes
@@ -332,7 +317,7 @@ def bench(kind: str, folder: str, dsn: str | None) -> None:
 
 def main() -> None:
     """Measure and print every figure."""
-    dsn = _postgres_dsn()
+    dsn = postgres_dsn()
     with tempfile.TemporaryDirectory(prefix="chongming-bench-") as folder:
         bench("sqlite", folder, dsn)
         if dsn is not None:

@@ -20,7 +20,8 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `reliability` as a package
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # for `--tasks reliability_cli_tasks`
 
-from reliability.reliability_support import TALLY, Children
+from chongming_store_sqlite import SqliteTaskStore
+from reliability.reliability_support import TALLY, Children, Target
 
 
 @pytest.fixture
@@ -60,3 +61,16 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     target = os.environ.get("CHONGMING_RELIABILITY_COUNTS", "")
     if target:
         Path(target).write_text(json.dumps(counts, indent=2) + "\n", encoding="utf-8")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
+    """A SQLite file or a PostgreSQL schema, as child processes and this one open it."""
+    if request.param == "sqlite":
+        db = tmp_path / "tasks.db"
+        return ["--db", str(db)], lambda: SqliteTaskStore(db)
+    from chongming_store_postgres import PostgresTaskStore
+
+    dsn: str = request.getfixturevalue("postgres_dsn")
+    schema: str = request.getfixturevalue("pg_schema")
+    return ["--dsn", dsn, "--schema", schema], lambda: PostgresTaskStore(dsn, schema=schema)

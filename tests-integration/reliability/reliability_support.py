@@ -15,7 +15,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -39,6 +39,10 @@ WORKER = HERE / "reliability_worker.py"
 HOLDING = frozenset(
     {TaskStatus.STARTING, TaskStatus.RUNNING, TaskStatus.PAUSING, TaskStatus.STOPPING}
 )
+
+#: A store for child processes: their command-line arguments, and how this process opens
+#: the same store (the ``target`` fixture).
+Target = tuple[list[str], Callable[[], TaskStore]]
 
 
 def soak() -> bool:

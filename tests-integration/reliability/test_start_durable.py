@@ -21,18 +21,17 @@ killed then left no trace of a body that ran.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
 from pathlib import Path
 from subprocess import Popen
 
 import pytest
 
-from chongming_core import FailureKind, TaskStatus, TaskStore
+from chongming_core import FailureKind, TaskStatus
 from chongming_runtime import Controller
-from chongming_store_sqlite import SqliteTaskStore
 from reliability.reliability_support import (
     TALLY,
     Children,
+    Target,
     finish,
     finished_lines,
     read_report,
@@ -44,21 +43,6 @@ from reliability.reliability_support import (
 ROUNDS = 3
 BURST = 4  # tasks of one round, started at the same moment in slots of their own
 BEGUN = frozenset({TaskStatus.STARTING, TaskStatus.RUNNING})
-
-Target = tuple[list[str], Callable[[], TaskStore]]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
-    """The holder's store arguments, and how this process opens the same store."""
-    if request.param == "sqlite":
-        db = tmp_path / "tasks.db"
-        return ["--db", str(db)], lambda: SqliteTaskStore(db)
-    from chongming_store_postgres import PostgresTaskStore
-
-    dsn: str = request.getfixturevalue("postgres_dsn")
-    schema: str = request.getfixturevalue("pg_schema")
-    return ["--dsn", dsn, "--schema", schema], lambda: PostgresTaskStore(dsn, schema=schema)
 
 
 def _holder(children: Children, target: Target, tmp_path: Path, rounds: int) -> Popen[bytes]:

@@ -11,35 +11,25 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from subprocess import Popen
 
 import pytest
 
-from chongming_core import BucketPolicy, TaskStatus, TaskStore
+from chongming_core import BucketPolicy, TaskStatus
 from chongming_runtime import Controller, Job
-from chongming_store_sqlite import SqliteTaskStore
-from reliability.reliability_support import Children, finish, read_report, wait_for_line
+from reliability.reliability_support import (
+    Children,
+    Target,
+    finish,
+    read_report,
+    wait_for_line,
+)
 
 S = TaskStatus
 BUCKETS = 8
 WAIT = 60.0
-
-Target = tuple[list[str], Callable[[], TaskStore]]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def target(request: pytest.FixtureRequest, tmp_path: Path) -> Target:
-    """The workers' store arguments, and how this process opens the same store."""
-    if request.param == "sqlite":
-        db = tmp_path / "tasks.db"
-        return ["--db", str(db)], lambda: SqliteTaskStore(db)
-    from chongming_store_postgres import PostgresTaskStore
-
-    dsn: str = request.getfixturevalue("postgres_dsn")
-    schema: str = request.getfixturevalue("pg_schema")
-    return ["--dsn", dsn, "--schema", schema], lambda: PostgresTaskStore(dsn, schema=schema)
 
 
 @pytest.fixture

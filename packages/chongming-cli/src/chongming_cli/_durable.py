@@ -26,7 +26,13 @@ from chongming_cli._commands import Console
 from chongming_cli._exit import EXIT_FAILED, EXIT_OK, EXIT_TASK_NOT_SUCCEEDED, CliError
 from chongming_cli._hints import suggest
 from chongming_cli._loading import check_task_args, load_task_module
-from chongming_cli._output import format_outcome, format_time, render_rows, write_json
+from chongming_cli._output import (
+    format_outcome,
+    format_time,
+    outcome_document,
+    render_rows,
+    write_json,
+)
 from chongming_cli._session import NodeOptions, open_controller
 from chongming_cli._stores import open_store
 from chongming_cli._when import parse_moment
@@ -110,18 +116,7 @@ def cmd_submit(args: argparse.Namespace, node: NodeOptions, console: Console) ->
         )
         outcome = _wait(controller, task_id, args.timeout, node)
     if args.json:
-        failure = outcome.failure
-        write_json(
-            console.out,
-            {
-                "task_id": outcome.task_id,
-                "status": outcome.status.value,
-                "ok": outcome.ok,
-                "value": outcome.value,
-                "failure": None if failure is None else failure.to_dict(),
-                "snapshot": outcome.snapshot.to_dict(),
-            },
-        )
+        write_json(console.out, outcome_document(outcome))
     else:
         console.say(format_outcome(outcome, console.palette))
     return EXIT_OK if outcome.ok else EXIT_TASK_NOT_SUCCEEDED

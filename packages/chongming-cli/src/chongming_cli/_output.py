@@ -23,6 +23,7 @@ __all__ = [
     "format_time",
     "format_value",
     "lease_expired_for",
+    "outcome_document",
     "render_rows",
     "write_json",
 ]
@@ -231,6 +232,19 @@ def _bucket_text(snapshot: TaskSnapshot) -> str:
     if snapshot.bucket is None:
         return "-"
     return f"{snapshot.bucket} (key {snapshot.bucket_key!r})"
+
+
+def outcome_document(outcome: TaskOutcome) -> dict[str, Any]:
+    """The ``--json`` document of a task's outcome (``run`` and ``submit --wait``)."""
+    failure = outcome.failure
+    return {
+        "task_id": outcome.task_id,
+        "status": outcome.status.value,
+        "ok": outcome.ok,
+        "value": outcome.value,
+        "failure": None if failure is None else failure.to_dict(),
+        "snapshot": outcome.snapshot.to_dict(),
+    }
 
 
 def format_outcome(outcome: TaskOutcome, palette: Palette | None = None) -> str:

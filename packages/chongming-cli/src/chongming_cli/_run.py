@@ -22,7 +22,7 @@ from chongming_cli._commands import Console
 from chongming_cli._exit import EXIT_OK, EXIT_TASK_NOT_SUCCEEDED, CliError
 from chongming_cli._hints import suggest
 from chongming_cli._loading import check_task_args, load_task_module
-from chongming_cli._output import format_outcome, write_json
+from chongming_cli._output import format_outcome, outcome_document, write_json
 from chongming_cli._progress import ProgressReporter
 from chongming_cli._session import NodeOptions, make_controller
 from chongming_core import RetryPolicy, Timeout
@@ -164,17 +164,6 @@ def _isatty(stream: Any) -> bool:
 
 def _show(outcome: TaskOutcome, args: argparse.Namespace, console: Console) -> None:
     if args.json:
-        failure = outcome.failure
-        write_json(
-            console.out,
-            {
-                "task_id": outcome.task_id,
-                "status": outcome.status.value,
-                "ok": outcome.ok,
-                "value": outcome.value,
-                "failure": None if failure is None else failure.to_dict(),
-                "snapshot": outcome.snapshot.to_dict(),
-            },
-        )
+        write_json(console.out, outcome_document(outcome))
         return
     console.say(format_outcome(outcome, console.palette))
