@@ -9,9 +9,11 @@ import pytest
 
 from chongming_cli import CliError
 from chongming_cli._args import ENQUEUE_ARG_NAMES, split_args
-from chongming_cli._durable import _limits
+from chongming_cli._durable import _limits, ended_summary
 from chongming_cli._parser import build_parser
 from chongming_cli._when import parse_duration, parse_moment
+from chongming_core import TaskSnapshot, TaskStatus
+from chongming_runtime import TaskOutcome
 
 NOW = datetime(2026, 10, 2, 8, 0, tzinfo=UTC)
 
@@ -72,3 +74,26 @@ def test_fleet_limits() -> None:
 def test_enqueue_options_are_not_task_arguments(name: str) -> None:
     with pytest.raises(CliError, match="not a task argument"):
         split_args([f"{name}=1"], reserved=ENQUEUE_ARG_NAMES)
+
+
+# ==================================================================== the worker's last line
+def _outcome(task_id: str, status: TaskStatus) -> TaskOutcome:
+    snapshot = TaskSnapshot(task_id=task_id, name="resize", status=status)
+    return TaskOutcome(status=status, value=None, failure=None, snapshot=snapshot, attempts=())
+
+
+def test_a_worker_counts_what_the_store_holds_and_names_what_ended_otherwise_here() -> None:
+    outcomes = [
+        _outcome("a", TaskStatus.STOPPED),
+        _outcome("b", TaskStatus.STOPPED),
+        _outcome("c", TaskStatus.SUCCEEDED),
+    ]
+    # "a" was marked lost by reconcile while this worker was frozen past its lease; the
+    # store could not be read for "c": what this worker saw is all there is to say
+    summary, differences = ended_summary(outcomes, {"a": TaskStatus.LOST, "b": TaskStatus.STOPPED})
+    assert summary == "1 lost, 1 stopped, 1 succeeded"
+    assert differences == [
+        "task 'a' ended stopped here, but the store holds lost: another process wrote it "
+        "first (its record wins)"
+    ]
+    assert ended_summary([], {}) == ("none held", [])

@@ -15,7 +15,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from datetime import datetime
 from types import FrameType
@@ -36,7 +36,7 @@ from chongming_cli._output import (
 from chongming_cli._session import NodeOptions, open_controller
 from chongming_cli._stores import open_store
 from chongming_cli._when import parse_moment
-from chongming_core import WorkerRecord
+from chongming_core import StoreError, TaskStatus, TaskStore, WorkerRecord
 from chongming_runtime import (
     Controller,
     TaskOutcome,
@@ -266,16 +266,51 @@ def cmd_worker(args: argparse.Namespace, node: NodeOptions, console: Console) ->
                 reason=f"chongming-task worker received {received}",
                 timeout=controller.graceful_stop + 30.0,
             )
+            stored = _stored_statuses(controller.store, outcomes)
         finally:
             controller.close(close_store=True)
-    ended: dict[str, int] = {}
-    for outcome in outcomes:
-        ended[outcome.status.value] = ended.get(outcome.status.value, 0) + 1
-    summary = ", ".join(f"{n} {status}" for status, n in sorted(ended.items())) or "none held"
+    summary, differences = ended_summary(outcomes, stored)
     console.note(
         f"worker {printable(controller.owner)} stopped; the tasks it held ended: {summary}"
     )
+    for line in differences:
+        console.note(line)
     return EXIT_OK
+
+
+def _stored_statuses(store: TaskStore, outcomes: Sequence[TaskOutcome]) -> dict[str, TaskStatus]:
+    """The status the store holds of each task in `outcomes` (those it could read)."""
+    found: dict[str, TaskStatus] = {}
+    for outcome in outcomes:
+        try:
+            snapshot = store.get(outcome.task_id)
+        except StoreError:
+            continue  # the store is down: the summary says what this worker saw
+        if snapshot is not None:
+            found[outcome.task_id] = snapshot.status
+    return found
+
+
+def ended_summary(
+    outcomes: Sequence[TaskOutcome], stored: Mapping[str, TaskStatus]
+) -> tuple[str, list[str]]:
+    """How the tasks a worker held ended, counted by the status the store holds (the
+    truth every other process reads), and a line for each task that ended otherwise here:
+    a worker frozen past its lease finds, when it wakes, that `reconcile` marked its task
+    ``lost``; it stops the body, but the store's ``lost`` stands."""
+    ended: dict[str, int] = {}
+    differences: list[str] = []
+    for outcome in outcomes:
+        status = stored.get(outcome.task_id, outcome.status)
+        ended[status.value] = ended.get(status.value, 0) + 1
+        if status is not outcome.status:
+            differences.append(
+                f"task {printable(repr(outcome.task_id))} ended {outcome.status.value} here, "
+                f"but the store holds {status.value}: another process wrote it first "
+                "(its record wins)"
+            )
+    summary = ", ".join(f"{n} {status}" for status, n in sorted(ended.items())) or "none held"
+    return summary, differences
 
 
 # ==================================================================== nodes
