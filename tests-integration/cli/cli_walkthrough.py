@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -58,7 +59,8 @@ class Session:
             for line in result.stderr.rstrip("\n").splitlines()
             if not line.startswith("progress:")
         )
-        parts = [err, out] if "run" in args[:5] else [out, err]
+        # notes first for commands that wait and then print an outcome
+        parts = [err, out] if {"run", "submit"} & set(args[:6]) else [out, err]
         body = "\n".join(part for part in parts if part)
         code = "" if result.returncode == 0 else f"\n$ echo $?\n{result.returncode}"
         return f"$ chongming-task {shown}\n{body}{code}"
@@ -96,6 +98,19 @@ def _wait(db: Path, status: str, timeout: float = 20) -> None:
                 return
         time.sleep(0.05)
     raise TimeoutError(f"{WORKER} never became {status}")
+
+
+def _wait_for(db: Path, task_id: str, status: str, timeout: float = 30) -> None:
+    from chongming_store_sqlite import SqliteTaskStore
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with SqliteTaskStore(db) as store:
+            snap = store.get(task_id)
+        if snap is not None and snap.status.value == status:
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"{task_id} never became {status}")
 
 
 def generate() -> str:
@@ -199,6 +214,45 @@ def generate() -> str:
                 s.run(*db, "buckets"),
             )
         )
+        parts.append(
+            "Durable tasks: `submit` writes a task any worker that registered its name may "
+            "run; until one serves it, `ps` (and `status`) say why it waits:"
+        )
+        parts.append(
+            _block(
+                s.run(*db, "--owner", "web", "submit", "transform", "--tasks", TASKS,
+                      "--arg", "factor=3", "--task-id", "transform-1"),  # fmt: skip
+                s.run(*db, "ps", "--status", "queued"),
+            )
+        )
+        parts.append("A worker in terminal 3 claims it; `submit --wait` waits for the outcome:")
+        serving = [*db, "--owner", "orders-node", "worker", "--tasks", TASKS,
+                   "--max-parallel", "2"]  # fmt: skip
+        worker = subprocess.Popen(
+            s.command(serving),
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            _wait_for(cwd / "tasks.db", "transform-1", "succeeded")
+            durable = [
+                s.run(*db, "--owner", "web", "submit", "transform", "--tasks", TASKS,
+                      "--arg", "factor=5", "--task-id", "transform-2", "--wait"),  # fmt: skip
+                s.run(*db, "history", "transform-1"),
+            ]
+            worker.send_signal(signal.SIGTERM)
+            out, err = worker.communicate(timeout=60)
+        finally:
+            if worker.poll() is None:
+                worker.kill()
+                worker.communicate()
+        parts.append(_block(*durable))
+        parts.append("Terminal 3 got SIGTERM: it stopped claiming and let what it held finish:")
+        served = subprocess.CompletedProcess(worker.args, worker.returncode, out, err)
+        parts.append(_block(s.record(serving, served)))
         parts.append("Housekeeping and mistakes:")
         parts.append(
             _block(
