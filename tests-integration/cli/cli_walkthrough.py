@@ -100,6 +100,11 @@ def _wait(db: Path, status: str, timeout: float = 20) -> None:
     raise TimeoutError(f"{WORKER} never became {status}")
 
 
+def _submit(task_id: str, arg: str) -> list[str]:
+    """The arguments of a ``submit`` of the demo's ``transform``."""
+    return ["submit", "transform", "--tasks", TASKS, "--arg", arg, "--task-id", task_id]
+
+
 def _wait_for(db: Path, task_id: str, status: str, timeout: float = 30) -> None:
     from chongming_store_sqlite import SqliteTaskStore
 
@@ -220,8 +225,7 @@ def generate() -> str:
         )
         parts.append(
             _block(
-                s.run(*db, "--owner", "web", "submit", "transform", "--tasks", TASKS,
-                      "--arg", "factor=3", "--task-id", "transform-1"),  # fmt: skip
+                s.run(*db, "--owner", "web", *_submit("transform-1", "factor=3")),
                 s.run(*db, "ps", "--status", "queued"),
             )
         )
@@ -239,8 +243,7 @@ def generate() -> str:
         try:
             _wait_for(cwd / "tasks.db", "transform-1", "succeeded")
             durable = [
-                s.run(*db, "--owner", "web", "submit", "transform", "--tasks", TASKS,
-                      "--arg", "factor=5", "--task-id", "transform-2", "--wait"),  # fmt: skip
+                s.run(*db, "--owner", "web", *_submit("transform-2", "factor=5"), "--wait"),
                 s.run(*db, "history", "transform-1"),
             ]
             worker.send_signal(signal.SIGTERM)
