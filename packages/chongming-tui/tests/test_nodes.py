@@ -84,3 +84,33 @@ def test_the_nodes_view_and_the_waiting_reason(tmp_path: Path) -> None:
         drive(app, scenario)
     finally:
         controller.close(close_store=True)
+
+
+def test_an_80_column_terminal_shows_which_workers_are_live_and_the_runtime_reason(
+    tmp_path: Path,
+) -> None:
+    store = SqliteTaskStore(tmp_path / "t.db")
+    controller = Controller(store=store, owner="console-1")
+    try:
+        now = controller.clock.now()
+        store.register_worker(_row("worker-a", now, live=True))
+        store.register_worker(_row("worker-b", now, live=False))
+        task_id = controller.enqueue("orphan", 1, task_id="orphan-1")
+        # no waiting_reason given: the runtime's own says why the task waits
+        app = DashboardApp(controller, store_label="t.db", refresh_interval=None,
+                           cursor_blink=False)  # fmt: skip
+
+        async def scenario(pilot: Pilot[int]) -> None:
+            assert app.latest is not None
+            assert app.latest.waiting == {task_id: "no worker serves 'orphan'"}
+            await pilot.press("w")
+            await wait_for(pilot, lambda: isinstance(app.screen, NodesScreen), "the nodes view")
+            await pilot.pause(0.05)
+            rows = {line.split()[0]: line for line in screen_text(app) if "worker-" in line}
+            assert "live" in rows["worker-a"].split(), rows
+            assert "expired" in rows["worker-b"].split(), rows
+            assert all("ago" in line for line in rows.values()), rows
+
+        drive(app, scenario, size=(80, 24))
+    finally:
+        controller.close(close_store=True)

@@ -19,16 +19,18 @@ from chongming_tui._format import format_age, format_time, literal
 
 __all__ = ["NodesScreen", "capacity_text"]
 
+#: Whether a worker is live, and when it was last seen, come first: an 80-column terminal
+#: shows them whatever the length of the other cells (the table scrolls for the rest).
 _COLUMNS = (
     ("owner", "OWNER"),
+    ("state", "STATE"),
+    ("seen", "LAST SEEN"),
     ("host", "HOST"),
     ("pid", "PID"),
     ("buckets", "BUCKETS"),
     ("names", "TASKS"),
     ("capacity", "CAPACITY"),
     ("started", "STARTED"),
-    ("seen", "LAST SEEN"),
-    ("state", "STATE"),
 )
 
 
@@ -85,13 +87,13 @@ class NodesScreen(Screen[None]):
             alive = w.is_live(now)
             table.add_row(
                 literal(w.owner),
+                Text("live", "green") if alive else Text("expired", "yellow"),
+                f"{format_age(max(0.0, (now - w.last_seen).total_seconds()))} ago",
                 literal(w.host),
                 str(w.pid),
                 Text("all" if w.buckets is None else describe_buckets(w.buckets)),
                 literal(", ".join(w.names) or "-"),
                 literal(capacity_text(w.capacity)),
                 format_time(w.started_at),
-                f"{format_age(max(0.0, (now - w.last_seen).total_seconds()))} ago",
-                Text("live", "green") if alive else Text("expired", "yellow"),
                 key=w.owner,
             )
