@@ -101,6 +101,8 @@ def _worker(workspace: Workspace, store: list[str], *extra: str) -> subprocess.P
     process = workspace.spawn(*store, "--owner", "w-1", "worker", "--tasks", "worker_tasks", *extra)
     assert process.stderr is not None
     line = first_line(process.stderr, timeout=30)
+    if line.startswith("note: created the task database"):  # the first to open the store
+        line = first_line(process.stderr, timeout=30)
     if not line.startswith("worker w-1 serves add, boom, nap, spin (every bucket"):
         process.kill()
         out, err = process.communicate()
@@ -198,10 +200,15 @@ def test_bad_input_gets_one_line(workspace: Workspace, store: list[str]) -> None
     assert bad.stderr.count("\n") == 1
     assert "takes a as int" in bad.stderr
     assert "no task" in workspace.cli(*store, "status", "x").stderr  # nothing was written
+    sqlite = store[0] == "--db"
+    if sqlite:
+        assert not workspace.db.exists()  # not even an empty store
     for args, said in (
         (["submit", "add", "--delay", "soon"], "not a duration"),
         (["submit", "add", "--at", "tomorrow"], "ISO-8601"),
         (["submit", "add", "--arg", "delay=3"], "not a task argument"),
+        (["submit", "add", "--timeout", "5"], "add --wait"),
+        (["submit", "add", "--delay", "99999999999d"], "past the year 9999"),
         (["worker", "--tasks", "no_such_module"], "cannot import the task module"),
         (["worker", "--tasks", "worker_tasks", "--fleet-limit", "gpu"], "TAG=N"),
         (["worker", "--tasks", "worker_tasks", "--grace", "-1"], ">= 0"),
@@ -210,3 +217,11 @@ def test_bad_input_gets_one_line(workspace: Workspace, store: list[str]) -> None
         assert done.returncode == 1, (args, done.stderr)
         assert said in done.stderr, (args, done.stderr)
         assert done.stderr.count("\n") == 1, (args, done.stderr)
+    assert not (sqlite and workspace.db.exists())
+    # the first write creates the store, and says so: a mistyped path is seen at once
+    first = workspace.cli(*store, "submit", "add", "--tasks", "worker_tasks", "--arg", "a=1")
+    assert first.returncode == 0, first.stderr
+    assert "note: created the task database" in first.stderr
+    again = workspace.cli(*store, "submit", "add", "--tasks", "worker_tasks", "--arg", "a=2")
+    assert again.returncode == 0, again.stderr
+    assert "created" not in again.stderr

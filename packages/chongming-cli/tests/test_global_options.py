@@ -44,6 +44,21 @@ def test_an_unknown_option_is_named(argv: list[str], capsys: pytest.CaptureFixtu
     assert err.count("\n") == 1
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["--dsn", "postgresql://h/db", "--schema", "jobs", "ps"], ["ps", "--schema=jobs"]],
+    ids=["before", "after"],
+)
+def test_a_schema_option_is_pointed_at_the_url(
+    argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == EXIT_FAILED
+    err = capsys.readouterr().err  # not "invalid choice: 'jobs'" for a command
+    assert "--schema is not an option" in err
+    assert "?schema=NAME" in err
+    assert err.count("\n") == 1
+
+
 def test_no_command_still_says_a_command_is_required(capsys: pytest.CaptureFixture[str]) -> None:
     assert main([]) == EXIT_FAILED
     assert "the following arguments are required: COMMAND" in capsys.readouterr().err

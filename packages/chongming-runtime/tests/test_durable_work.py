@@ -120,6 +120,10 @@ def test_arguments_that_are_not_json_are_refused_and_nothing_is_written(
         feeder.enqueue("load", 2, task_id="taken")
     with pytest.raises(ConfigurationError, match="delay or run_at"):
         feeder.enqueue("load", 1, delay=1, run_at=feeder.clock.now())
+    for delay in (1e15, timedelta(days=999_999_999)):  # past the last time a store keeps
+        with pytest.raises(ConfigurationError, match="past the year 9999"):
+            feeder.enqueue("load", 1, delay=delay, task_id="far")
+    assert feeder.store.get("far") is None
 
 
 def test_two_workers_share_the_work_and_each_task_runs_exactly_once(

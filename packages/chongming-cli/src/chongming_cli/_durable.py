@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from datetime import datetime
+from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import Any
 
@@ -36,7 +36,7 @@ from chongming_cli._output import (
 from chongming_cli._session import NodeOptions, open_controller
 from chongming_cli._stores import open_store
 from chongming_cli._when import parse_moment
-from chongming_core import StoreError, TaskStatus, TaskStore, WorkerRecord
+from chongming_core import InMemoryTaskStore, StoreError, TaskStatus, TaskStore, WorkerRecord
 from chongming_runtime import (
     Controller,
     TaskOutcome,
@@ -53,8 +53,10 @@ _TICK = 0.1
 
 
 # ==================================================================== submit
-def _kwargs(controller: Controller, args: argparse.Namespace, console: Console) -> dict[str, Any]:
-    """The task's keyword arguments: by its annotations when its module imports, else JSON."""
+def _kwargs(args: argparse.Namespace, console: Console) -> tuple[dict[str, Any], bool]:
+    """The task's keyword arguments: by its annotations when its module imports, else JSON;
+    and whether the module imports. Decided on a controller of its own, in memory, before
+    the store is opened: a bad ``--arg`` writes nothing, not even a new empty store."""
     raw = split_args(args.arg, reserved=ENQUEUE_ARG_NAMES)
     if args.tasks is None:
         if raw:
@@ -62,20 +64,32 @@ def _kwargs(controller: Controller, args: argparse.Namespace, console: Console) 
                 "note: no --tasks MODULE, so --arg values are read as JSON (text when not "
                 "JSON); pass --tasks to convert them by the task's annotations"
             )
-        return {key: parse_arg_value(text) for key, text in raw.items()}
+        return {key: parse_arg_value(text) for key, text in raw.items()}, False
+    checking = Controller(store=InMemoryTaskStore(), owner="chongming-task-submit")
     try:
-        load_task_module(controller, args.tasks)
-    except CliError as exc:
-        console.note(f"note: {exc.message}; --arg values are read as JSON (text when not JSON)")
-        return {key: parse_arg_value(text) for key, text in raw.items()}
-    fn = controller.registered(args.task).fn  # a name the module lacks: one-line error
-    kwargs = convert_args(fn, raw, task=args.task)
-    check_task_args(args.task, fn, kwargs)
-    return kwargs
+        try:
+            load_task_module(checking, args.tasks)
+        except CliError as exc:
+            console.note(f"note: {exc.message}; --arg values are read as JSON (text when not JSON)")
+            return {key: parse_arg_value(text) for key, text in raw.items()}, False
+        fn = checking.registered(args.task).fn  # a name the module lacks: one-line error
+        kwargs = convert_args(fn, raw, task=args.task)
+        check_task_args(args.task, fn, kwargs)
+        return kwargs, True
+    finally:
+        checking.close(close_store=True)
 
 
 def _due(args: argparse.Namespace, console: Console) -> dict[str, Any]:
     if args.at is None:
+        if args.delay:
+            try:  # before the store is opened: a mistake writes nothing
+                datetime.now(UTC) + timedelta(seconds=args.delay)
+            except OverflowError:
+                raise CliError(
+                    f"--delay {args.delay:g}s puts the task past the year 9999, the last time "
+                    "a store keeps; pass a shorter delay"
+                ) from None
         return {"delay": args.delay}
     try:
         moment, local = parse_moment(args.at)
@@ -91,9 +105,13 @@ def _due(args: argparse.Namespace, console: Console) -> dict[str, Any]:
 
 def cmd_submit(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
     """Enqueue a durable task by name; print its id (with --wait: its outcome, exit 0 or 3)."""
+    if args.timeout is not None and not args.wait:
+        raise CliError("--timeout is how long --wait waits: add --wait, or drop --timeout")
     due = _due(args, console)
-    with open_controller(node, create=True) as controller:
-        kwargs = _kwargs(controller, args, console)
+    kwargs, loaded = _kwargs(args, console)
+    with open_controller(node, create=True, noted=console.note) as controller:
+        if loaded:  # its description, tags and attempt budget are written with the task
+            load_task_module(controller, args.tasks)
         task_id = controller.enqueue(
             args.task,
             task_id=args.task_id,
@@ -219,12 +237,23 @@ def _drain(runs: list[TaskRun], grace: float) -> list[TaskRun]:
     return left_over
 
 
+def _registers_tasks(module: str) -> None:
+    """Load `module` into a controller of its own, in memory: a module that does not import
+    or registers nothing is reported (one line) before the store is opened or created."""
+    checking = Controller(store=InMemoryTaskStore(), owner="chongming-task-worker")
+    try:
+        load_task_module(checking, module)
+    finally:
+        checking.close(close_store=True)
+
+
 def cmd_worker(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
     """Serve the tasks of a module until SIGTERM or Ctrl-C; then drain and exit 0."""
     fleet = _limits(args.fleet_limit)
+    _registers_tasks(args.tasks)  # a module that cannot serve: before any store is made
     signals = _Signals()
     with signals.installed():
-        store = open_store(node.location, create=True)
+        store = open_store(node.location, create=True, noted=console.note)
         try:
             controller = Controller(
                 store=store,

@@ -33,6 +33,13 @@ class _Parser(argparse.ArgumentParser):
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
+        given = sys.argv[1:] if args is None else list(args)
+        if any(a == "--schema" or a.startswith("--schema=") for a in given):
+            # argparse would say "invalid choice" of the schema's name, taken for a command
+            self.error(
+                "--schema is not an option of chongming-task: name the PostgreSQL schema in "
+                "the URL, e.g. --dsn 'postgresql://host/db?schema=NAME'"
+            )
         parsed, extras = super().parse_known_args(args, namespace)
         # the command is checked here, after the unknown options: `chongming-task --bogus`
         # is told that --bogus is unknown, not that a command is missing

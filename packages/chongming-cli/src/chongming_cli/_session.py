@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -57,9 +57,12 @@ def resolve_node(args: argparse.Namespace, environ: Mapping[str, str] | None = N
     return NodeOptions(location, num_buckets, owned, owner, owned_text)
 
 
-def make_controller(node: NodeOptions, *, create: bool = False) -> Controller:
-    """A `Controller` on the node's store (the store is closed again if that fails)."""
-    store = open_store(node.location, create=create)
+def make_controller(
+    node: NodeOptions, *, create: bool = False, noted: Callable[[str], None] | None = None
+) -> Controller:
+    """A `Controller` on the node's store (the store is closed again if that fails); with
+    `noted`, a store it had to create is named there (see `open_store`)."""
+    store = open_store(node.location, create=create, noted=noted)
     try:
         return Controller(
             store=store,
@@ -73,9 +76,11 @@ def make_controller(node: NodeOptions, *, create: bool = False) -> Controller:
 
 
 @contextmanager
-def open_controller(node: NodeOptions, *, create: bool = False) -> Iterator[Controller]:
+def open_controller(
+    node: NodeOptions, *, create: bool = False, noted: Callable[[str], None] | None = None
+) -> Iterator[Controller]:
     """`make_controller`, closed (with its store) on the way out."""
-    controller = make_controller(node, create=create)
+    controller = make_controller(node, create=create, noted=noted)
     try:
         yield controller
     finally:

@@ -12,7 +12,7 @@ import importlib
 import inspect
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
@@ -222,7 +222,9 @@ def _backends() -> dict[str, EntryPoint]:
     return {ep.name.lower(): ep for ep in entry_points(group=ENTRY_POINT_GROUP)}
 
 
-def open_store(location: StoreLocation, *, create: bool) -> TaskStore:
+def open_store(
+    location: StoreLocation, *, create: bool, noted: Callable[[str], None] | None = None
+) -> TaskStore:
     """Open the store at `location` through its scheme's ``chongming.stores`` entry point.
 
     Args:
@@ -232,7 +234,24 @@ def open_store(location: StoreLocation, *, create: bool) -> TaskStore:
             mistyped path or schema is reported instead of answered with a new empty store.
             The factory gets it as ``create=``; a backend whose factory takes no such
             keyword is opened as it opens.
+        noted: with `create`, the store is opened as it is if it exists, and only
+            otherwise created (or upgraded); `noted` then gets a line saying so (``submit``
+            and ``worker``: a mistyped path would otherwise send work where no worker
+            looks, or start a worker on an empty store, without a word).
     """
+    if create and noted is not None:
+        try:
+            return open_store(location, create=False, noted=noted)
+        except StoreNotFound as exc:
+            store = open_store(location, create=True)
+            path = location.sqlite_path
+            where = str(path) if path is not None else location.label
+            done = "upgraded" if exc.schema_version is not None else "created"
+            noted(
+                f"note: {done} the task database at {where!r} (from {location.source}); "
+                "producers and workers must all name this store"
+            )
+            return store
     match = _SCHEME.match(location.url)
     assert match is not None
     scheme = match.group("scheme").lower()
@@ -262,6 +281,8 @@ def open_store(location: StoreLocation, *, create: bool) -> TaskStore:
             else factory(location.url)
         )
     except StoreNotFound as exc:
+        if noted is not None and create is not True:
+            raise  # `open_or_create` creates it, and says so
         raise _no_store(location, exc) from exc
     if not isinstance(store, TaskStore):
         raise CliError(

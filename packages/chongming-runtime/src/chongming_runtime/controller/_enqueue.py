@@ -114,7 +114,15 @@ def when_due(clock: Clock, delay: object, run_at: object) -> datetime | None:
         raise ConfigurationError(f"delay must be seconds or a timedelta, got {delay!r}")
     if not math.isfinite(seconds) or seconds < 0:
         raise ConfigurationError(f"delay must be a finite number of seconds >= 0, got {delay!r}")
-    return clock.now() + timedelta(seconds=seconds) if seconds else None
+    if not seconds:
+        return None
+    try:
+        return clock.now() + timedelta(seconds=seconds)
+    except OverflowError:  # beyond the year 9999
+        raise ConfigurationError(
+            f"delay {delay!r} puts the task past the year 9999, the last time a store "
+            "keeps; pass a shorter delay (or run_at)"
+        ) from None
 
 
 @dataclass(frozen=True, slots=True)
