@@ -192,6 +192,12 @@ def test_a_second_signal_stops_at_once(workspace: Workspace, store: list[str]) -
     assert code == 1, err
     assert "received SIGTERM again: exiting at once (exit 1)" in err
     assert "Traceback" not in err
+    # its task is still running in the store, under a lease that has not run out: reconcile
+    # judges nothing yet, and says when to come back
+    again = workspace.cli(*store, "reconcile")
+    assert again.stdout.startswith("reconcile: marked 0 lost"), again.stdout
+    assert "1 unfinished task(s) are held under a lease that has not run out" in again.stderr
+    assert "run reconcile again after that" in again.stderr
 
 
 def test_bad_input_gets_one_line(workspace: Workspace, store: list[str]) -> None:

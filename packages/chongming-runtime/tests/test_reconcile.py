@@ -76,6 +76,10 @@ def test_live_lease_is_untouched_and_idle_tasks_are_adoptable() -> None:
     report = reconcile_store(store, actor="w2", clock=clock, buckets=None)
     assert report.lost == ()
     assert {s.task_id for s in report.adoptable} == {"queued", "paused-early"}
+    # not judged, and said so: their holders may be alive, or dead with a lease to run out
+    assert {s.task_id for s in report.leased} == {"live", "waiting"}
+    mine = reconcile_store(store, actor="w2", clock=clock, buckets=None, skip_task_ids={"live"})
+    assert {s.task_id for s in mine.leased} == {"waiting"}
     assert store.get("queued").status is S.QUEUED  # type: ignore[union-attr]
     assert store.get("done").status is S.SUCCEEDED  # type: ignore[union-attr]
     clock.advance(31)

@@ -17,6 +17,7 @@ from chongming_cli._output import (
     HISTORY_HEADER,
     Palette,
     format_snapshot,
+    format_time,
     history_rows,
     lease_expired_for,
     render_rows,
@@ -292,6 +293,8 @@ def cmd_reconcile(args: argparse.Namespace, node: NodeOptions, console: Console)
         }
         if report.unreadable:  # only then: the document of a sound store is as it always was
             document["unreadable"] = [row.to_dict() for row in report.unreadable]
+        if report.leased:  # likewise
+            document["leased"] = [s.to_dict() for s in report.leased]
         write_json(console.out, document)
         _unreadable_failure(console, report.unreadable, _NOT_JUDGED)
         return EXIT_OK
@@ -310,6 +313,14 @@ def cmd_reconcile(args: argparse.Namespace, node: NodeOptions, console: Console)
             console.say("")
             console.say(title)
             console.say(render_table(group, encoding=console.encoding))
+    if report.leased:
+        ends = max(s.lease_until for s in report.leased if s.lease_until is not None)
+        console.note(
+            f"note: {len(report.leased)} unfinished task(s) are held under a lease that has "
+            f"not run out (the last one ends {format_time(ends)}): not judged, their holder "
+            "may be alive. A holder that died is found once its lease ends: run reconcile "
+            "again after that"
+        )
     _unreadable_failure(console, report.unreadable, _NOT_JUDGED)
     return EXIT_OK
 

@@ -52,7 +52,9 @@ class ReconcileReport:
     """What `reconcile()` found (R17): tuples of snapshots as they were found.
 
     `unreadable` names the tasks whose stored row could not be decoded: they were not
-    judged (nothing about them can be trusted) and are left as they are.
+    judged (nothing about them can be trusted) and are left as they are. `leased` are the
+    unfinished tasks another process holds under a lease that has not run out: not judged
+    either, since their holder may be alive; one that died is found once its lease ends.
     """
 
     lost: tuple[TaskSnapshot, ...] = ()
@@ -60,6 +62,7 @@ class ReconcileReport:
     skipped: tuple[TaskSnapshot, ...] = ()
     dry_run: bool = False
     unreadable: tuple[UnreadableRow, ...] = ()
+    leased: tuple[TaskSnapshot, ...] = ()
 
     @property
     def changed(self) -> bool:
@@ -152,7 +155,23 @@ def reconcile_store(
             continue
         lost.append(snapshot)
     unreadable = tuple(row for row in unreadable_in(found) if row.task_id not in mine)
-    return ReconcileReport(tuple(lost), tuple(adoptable), tuple(skipped), dry_run, unreadable)
+    held = store.query(
+        TaskQuery(
+            statuses=_HOLDING | {S.PAUSED},
+            buckets=None if buckets is None else frozenset(buckets),
+        )
+    )
+    leased = tuple(
+        s
+        for s in held
+        if isinstance(s, TaskSnapshot)
+        and s.task_id not in mine
+        and holds_resources(s)
+        and not lease_expired(s, moment)
+    )
+    return ReconcileReport(
+        tuple(lost), tuple(adoptable), tuple(skipped), dry_run, unreadable, leased
+    )
 
 
 def _ended_by_lease(lost: TaskSnapshot, before: TaskSnapshot) -> TaskSnapshot:
