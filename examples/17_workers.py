@@ -52,15 +52,18 @@ def open_store(target: str) -> TaskStore:
     return SqliteTaskStore(target)
 
 
-def worker(target: str, owner: str, leave: str) -> None:
-    """A worker process: serve `resize` and `crawl` until the file `leave` exists."""
+def worker(target: str, owner: str, folder: str) -> None:
+    """A worker process: serve `resize` and `crawl` from when the file ``go`` exists in
+    `folder` (so that both workers start together) until the file ``leave`` does."""
     store = open_store(target)
     controller = Controller(store=store, owner=owner, max_parallel=3, poll_interval=0.02)
     controller.register("resize", resize)
     controller.register("crawl", crawl)
+    print("ready", flush=True)
+    while not os.path.exists(os.path.join(folder, "go")):
+        time.sleep(0.005)
     controller.serve()
-    print("serving", flush=True)
-    while not os.path.exists(leave):
+    while not os.path.exists(os.path.join(folder, "leave")):
         time.sleep(0.02)
     controller.close(timeout=30)  # finishes (or stops) what it holds, then leaves
     store.close()
@@ -75,7 +78,16 @@ def status_of(controller: Controller, task_id: str) -> tuple[TaskStatus, str | N
 
 
 def main() -> None:
-    folder = Path(os.environ.get("CHONGMING_EXAMPLE_TMP") or tempfile.mkdtemp())
+    given = os.environ.get("CHONGMING_EXAMPLE_TMP")
+    if given:
+        run(Path(given))
+        return
+    with tempfile.TemporaryDirectory() as scratch:  # removed afterwards, database and all
+        run(Path(scratch))
+
+
+def run(folder: Path) -> None:
+    """Enqueue, start two workers in `folder`, follow the work, stop one task, leave."""
     dsn = os.environ.get("CHONGMING_EXAMPLE_POSTGRES")
     target = f"{dsn}#example_{uuid.uuid4().hex[:8]}" if dsn else str(folder / "work.db")
     store = open_store(target)
@@ -88,10 +100,9 @@ def main() -> None:
     long_one = producer.enqueue("crawl", "example.org", task_id="crawl-1")
     print(f"enqueued {len(ids) + 1} tasks; {status_of(producer, ids[0])[0].value} in the store")
 
-    leave = folder / "leave"
     workers = [
         subprocess.Popen(
-            [sys.executable, __file__, "--worker", target, f"worker-{n}", str(leave)],
+            [sys.executable, __file__, "--worker", target, f"worker-{n}", str(folder)],
             stdout=subprocess.PIPE,
             text=True,
         )
@@ -100,7 +111,8 @@ def main() -> None:
     try:
         for proc in workers:
             assert proc.stdout is not None
-            assert proc.stdout.readline().strip() == "serving"
+            assert proc.stdout.readline().strip() == "ready"
+        (folder / "go").touch()  # both start claiming now
         outcomes = [producer.wait(task_id, timeout=60) for task_id in ids]
         assert all(o.status is TaskStatus.SUCCEEDED for o in outcomes)
         assert outcomes[3].value == {"image": "photo-3.jpg", "width": 320}
@@ -119,7 +131,8 @@ def main() -> None:
         assert stopped.status is TaskStatus.STOPPED
         print("history:", " -> ".join(t.to_status.value for t in producer.history(long_one)))
     finally:
-        leave.touch()
+        (folder / "go").touch()  # a worker still waiting to start leaves at once
+        (folder / "leave").touch()
         for proc in workers:
             proc.wait(timeout=60)
         producer.close()
