@@ -7,7 +7,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ from chongming_core import (
     InMemoryTaskStore,
     TaskStatus,
     TaskStore,
+    WorkerRecord,
 )
 from chongming_runtime import Controller, Job
 from chongming_runtime.controller._serving import CLAIM_COOLDOWN
@@ -252,6 +253,34 @@ def test_workers_are_visible_live_then_expired_after_close(
     assert not serving(worker)
     (row,) = worker.store.workers()
     assert not row.is_live(worker.clock.now())
+
+
+def test_a_worker_that_starts_forgets_workers_gone_for_more_than_a_day(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    store = shared()
+    now = datetime.now(UTC)
+    for owner, ended in (("long-gone", timedelta(days=2)), ("just-left", timedelta(hours=1))):
+        left = now - ended
+        row = WorkerRecord(
+            owner=owner,
+            host="h",
+            pid=1,
+            buckets=None,
+            names=("scale",),
+            capacity={},
+            started_at=left,
+            last_seen=left,
+            lease_until=left,
+        )
+        store.register_worker(row)
+    worker = make(closer, store, owner="w1")
+    worker.register("scale", Ledger().body())
+    worker.serve()
+    wait_until(
+        lambda: [r.owner for r in store.workers()] == ["just-left", "w1"],
+        "the row of the worker gone for two days to be forgotten",
+    )
 
 
 def test_serve_needs_a_store_that_keeps_durable_tasks(closer: Closer) -> None:

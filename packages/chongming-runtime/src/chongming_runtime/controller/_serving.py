@@ -51,6 +51,9 @@ __all__ = ["WorkServer"]
 _log = logging.getLogger("chongming_task.controller")
 
 
+#: A worker that starts serving deletes the rows of workers whose lease ended longer ago.
+FORGET_AFTER = timedelta(days=1)
+
 #: While work flows, a claim follows the last one that found work after at least this
 #: long (seconds), unless half the slots are free: freed slots are claimed together, not
 #: one statement each (Oban's dispatch cooldown is 5 ms by default).
@@ -165,6 +168,7 @@ class WorkServer:
 
     # ------------------------------------------------------------------ the loop
     def _serve(self) -> None:
+        self._forget_long_gone()
         while not self._stopping.is_set():
             try:
                 self._round()
@@ -236,6 +240,23 @@ class WorkServer:
                     f"{type(release_error).__name__}: {release_error}",
                     (snapshot.task_id,),
                 )
+
+    def _forget_long_gone(self) -> None:
+        """Delete the rows of workers whose lease ended more than `FORGET_AFTER` ago: each
+        process of a worker (its owner is ``host:pid`` by default) leaves a row, and
+        ``nodes`` would otherwise list every worker that ever served the store. A row that
+        expired recently stays, for the operator to see who left."""
+        now = self._clock.now()
+        try:
+            for row in self._store.workers():
+                if (
+                    isinstance(row, WorkerRecord)
+                    and row.owner != self._owner
+                    and row.lease_until < now - FORGET_AFTER
+                ):
+                    self._store.remove_worker(row.owner)
+        except Exception as exc:  # housekeeping only: the next worker to start tries again
+            self._note("remove_worker", f"{type(exc).__name__}: {exc}", ())
 
     # ------------------------------------------------------------------ the worker's row
     def _write_row(self, now: datetime) -> None:
