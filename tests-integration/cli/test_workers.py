@@ -122,7 +122,9 @@ def test_a_worker_fed_by_submit(workspace: Workspace, store: list[str]) -> None:
     assert "read as JSON" in before.stderr  # no --tasks: said in one line
     waiting = workspace.cli(*store, "ps")
     assert "waiting: early: no worker serves 'add'" in waiting.stderr
-    assert "waiting:  no worker serves 'add'" in workspace.cli(*store, "status", "early").stdout
+    status_text = workspace.cli(*store, "status", "early").stdout
+    assert "waiting:   no worker serves 'add'" in status_text
+    assert "arguments: a=1" in status_text, status_text
 
     worker = _worker(workspace, store, "--max-parallel", "3", "--grace", "1")
     try:

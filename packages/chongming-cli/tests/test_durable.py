@@ -97,3 +97,25 @@ def test_a_worker_counts_what_the_store_holds_and_names_what_ended_otherwise_her
         "first (its record wins)"
     ]
     assert ended_summary([], {}) == ("none held", [])
+
+
+# ==================================================================== status: arguments
+def test_status_shows_a_durable_tasks_arguments_as_a_call_reads() -> None:
+    from chongming_cli._output import format_snapshot
+
+    def shown(arguments: dict[str, object] | None, durable: bool = True) -> list[str]:
+        snapshot = TaskSnapshot(task_id="t", name="resize").evolve(
+            durable=durable, arguments=arguments
+        )
+        text = format_snapshot(snapshot, now=NOW)
+        return [line for line in text.splitlines() if line.startswith("arguments:")]
+
+    assert shown({"args": ["a.csv", [1, 2]], "kwargs": {"limit": 10, "城市": "北京"}}) == [
+        'arguments: "a.csv", [1, 2], limit=10, 城市="北京"'
+    ]
+    assert shown({"args": [], "kwargs": {}}) == ["arguments: (none)"]
+    assert shown({"other": 1}) == ['arguments: {"other": 1}']  # not enqueue's form: as stored
+    (long,) = shown({"args": ["x" * 500], "kwargs": {}})
+    assert long.endswith("… (--json shows them all)")
+    assert len(long) < 260
+    assert shown(None, durable=False) == []  # a submitted task stores none

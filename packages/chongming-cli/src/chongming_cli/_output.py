@@ -137,6 +137,7 @@ def format_snapshot(
         *_time_apart(snapshot, moment),
         *_liveness(snapshot, moment),
         ("progress", p(_progress_text(snapshot))),
+        *([("arguments", p(_arguments_text(snapshot.arguments)))] if snapshot.durable else []),
         ("tags", p(", ".join(sorted(snapshot.tags))) or "-"),
         ("priority", str(snapshot.priority)),
         ("bucket", p(_bucket_text(snapshot))),
@@ -153,6 +154,40 @@ def format_snapshot(
     if snapshot.status is TaskStatus.SUCCEEDED:
         pairs.append(("value", p(format_value(snapshot.outcome))))
     return _block(pairs)
+
+
+#: At most this many characters of a durable task's arguments in ``status`` (``--json``
+#: has them all).
+_ARGUMENTS_SHOWN = 200
+
+
+def _arguments_text(arguments: Mapping[str, Any] | None) -> str:
+    """A durable task's stored arguments as a call would read: ``'a.csv', limit=10``."""
+    if not arguments:
+        return "-"
+    args = arguments.get("args") or []
+    kwargs = arguments.get("kwargs") or {}
+    if (
+        isinstance(args, list)
+        and isinstance(kwargs, Mapping)
+        and arguments.keys()
+        <= {
+            "args",
+            "kwargs",
+        }
+    ):
+        parts = [_json_text(value) for value in args]
+        parts += [f"{key}={_json_text(value)}" for key, value in kwargs.items()]
+        text = ", ".join(parts) or "(none)"
+    else:  # not the form enqueue writes (a row written by another program): as stored
+        text = _json_text(dict(arguments))
+    if len(text) > _ARGUMENTS_SHOWN:
+        text = text[: _ARGUMENTS_SHOWN - 1] + "… (--json shows them all)"
+    return text
+
+
+def _json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
 
 
 def _time_apart(snapshot: TaskSnapshot, now: datetime) -> list[tuple[str, str]]:
