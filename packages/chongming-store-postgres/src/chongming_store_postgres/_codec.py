@@ -206,32 +206,47 @@ def _fold(value: str | None) -> str:
     return "" if value is None else value.casefold()
 
 
+#: The text fields of a snapshot a row stores (checked for NUL, which PostgreSQL refuses).
+_TEXT_FIELDS = (
+    "name",
+    "label",
+    "description",
+    "bucket_key",
+    "pipeline_id",
+    "node_id",
+    "lease_owner",
+    "executor",
+)
+#: The time fields of a snapshot a row stores (checked for a timezone).
+_TIME_FIELDS = (
+    "last_heartbeat_at",
+    "created_at",
+    "updated_at",
+    "started_at",
+    "finished_at",
+    "retry_at",
+    "lease_until",
+    "run_at",
+)
+
+
 def snapshot_params(s: TaskSnapshot, stored_outcome: Callable[[Any], object]) -> dict[str, Any]:
     """The named parameters of an insert or update of `s` (checked for NUL and JSON; the
     outcome with the store's `stored_outcome`)."""
     tid = s.task_id
     what = f"task {tid!r}"
-    check_text(tid, "task id", task_id=tid)
-    for field_name in ("name", "label", "description", "bucket_key", "pipeline_id", "node_id"):
-        check_text(getattr(s, field_name), f"{what} {field_name}", task_id=tid)
-    for field_name in ("lease_owner", "executor"):
-        check_text(getattr(s, field_name), f"{what} {field_name}", task_id=tid)
     tags = sorted(s.tags)
-    for tag in tags:
-        check_text(tag, f"{what} tag {tag!r}", task_id=tid)
-    times = {
-        name: _time(getattr(s, name), f"{what} {name}", task_id=tid)
-        for name in (
-            "last_heartbeat_at",
-            "created_at",
-            "updated_at",
-            "started_at",
-            "finished_at",
-            "retry_at",
-            "lease_until",
-            "run_at",
-        )
-    }
+    texts = [tid, *tags, *(getattr(s, name) or "" for name in _TEXT_FIELDS)]
+    if _NUL in "".join(texts):  # one look for the usual case; the one at fault is named
+        check_text(tid, "task id", task_id=tid)
+        for field_name in _TEXT_FIELDS:
+            check_text(getattr(s, field_name), f"{what} {field_name}", task_id=tid)
+        for tag in tags:
+            check_text(tag, f"{what} tag {tag!r}", task_id=tid)
+    times = {name: getattr(s, name) for name in _TIME_FIELDS}
+    if any(moment is not None and moment.tzinfo is None for moment in times.values()):
+        for name, moment in times.items():
+            _time(moment, f"{what} {name}", task_id=tid)
     return {
         "task_id": tid,
         "name": s.name,
@@ -401,11 +416,16 @@ def transition_arrays(transitions: Iterable[Transition]) -> dict[str, list[Any]]
     }
     ordered = sorted(transitions, key=lambda t: (t.task_id, t.status_version))
     for t in ordered:
-        what = f"transition {t.status_version} of task {t.task_id!r}"
-        check_text(t.task_id, "task id", task_id=t.task_id)
-        check_text(t.trigger, f"{what}: trigger", task_id=t.task_id)
-        check_text(t.actor, f"{what}: actor", task_id=t.task_id)
-        check_text(t.reason, f"{what}: reason", task_id=t.task_id)
+        if _NUL in f"{t.task_id}{t.trigger}{t.actor}{t.reason or ''}":  # named when there
+            what = f"transition {t.status_version} of task {t.task_id!r}"
+            check_text(t.task_id, "task id", task_id=t.task_id)
+            check_text(t.trigger, f"{what}: trigger", task_id=t.task_id)
+            check_text(t.actor, f"{what}: actor", task_id=t.task_id)
+            check_text(t.reason, f"{what}: reason", task_id=t.task_id)
+        if t.at.tzinfo is None:
+            _time(
+                t.at, f"transition {t.status_version} of task {t.task_id!r}: at", task_id=t.task_id
+            )
         arrays["t_task_id"].append(t.task_id)
         arrays["t_version"].append(t.status_version)
         arrays["t_from"].append(t.from_status.value)
@@ -413,7 +433,7 @@ def transition_arrays(transitions: Iterable[Transition]) -> dict[str, list[Any]]
         arrays["t_trigger"].append(t.trigger)
         arrays["t_actor"].append(t.actor)
         arrays["t_reason"].append(t.reason)
-        arrays["t_at"].append(_time(t.at, f"{what}: at", task_id=t.task_id))
+        arrays["t_at"].append(t.at)
     return arrays
 
 
