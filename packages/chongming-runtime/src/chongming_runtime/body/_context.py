@@ -86,7 +86,6 @@ class RuntimeContext:
         "_artifact_dir",
         "_artifact_root",
         "_control",
-        "_heartbeat",
         "_log_buffer",
         "_log_sink",
         "_logger",
@@ -134,7 +133,6 @@ class RuntimeContext:
         self._upstream: Mapping[str, Any] = (
             _EMPTY if upstream is None else MappingProxyType(dict(upstream))
         )
-        self._heartbeat = _Heartbeat(self)
 
     # ---------------------------------------------------------------- cooperation
     def checkpoint(self) -> None:
@@ -178,8 +176,9 @@ class RuntimeContext:
     @property
     def heartbeat(self) -> _Heartbeat:
         """The heartbeat handle: ``ctx.heartbeat.beat()`` before a long stretch without
-        checkpoints."""
-        return self._heartbeat
+        checkpoints. (Made on each access: one kept here would make a reference cycle with
+        this context.)"""
+        return _Heartbeat(self)
 
     # ---------------------------------------------------------------- side path
     def progress(

@@ -87,6 +87,13 @@ class AttemptControl:
             self._on_change = on_change
             on_change(self)
 
+    def unbind(self) -> None:
+        """Drop what `bind` attached (its attempt is over): the hold closes over the attempt,
+        which holds this control, and the cycle would outlive the attempt until a garbage
+        collection."""
+        self._hold = None
+        self._on_change = None
+
     def request_stop(self, reason: str | None) -> None:
         """Set the stop flag (idempotent: the first reason is kept)."""
         if not self.stop_requested:

@@ -203,6 +203,13 @@ class Attempt:
         """A child process reports it is suspended at a checkpoint for pause `generation`."""
         self._supervisor._attempt_paused_remotely(self, generation)
 
+    def release(self) -> None:
+        """Unlink this attempt's parts once its carrier is done with it (its body returned,
+        or never ran): its objects then go with their last reference instead of living on
+        in reference cycles until a garbage collection comes for them."""
+        self.control.unbind()
+        self.handle = None
+
     def cancel_timers(self) -> None:
         """Cancel every deadline of this attempt."""
         for timer in (self.per_attempt_timer, self.idle_timer, self.graceful_timer):

@@ -875,6 +875,7 @@ class TaskRun:
             else:
                 why = "the attempt ended before reaching a checkpoint"
                 retry_now = self._end_attempt(attempt, why, result)
+            attempt.release()  # its body returned, or never ran
         if late:
             if waiters:  # what the abandoned body held is free now
                 call_each(waiters, _log, "could not release what an abandoned body held")
