@@ -487,6 +487,12 @@ class SqliteTaskStore(TaskStore):
         if buckets is not None:
             base += " AND bucket IN (SELECT value FROM json_each(?))"
             base_params.append(json.dumps(list(buckets)))
+        if task_ids is None:
+            # a look without the write lock first (a reader never waits in WAL mode): an
+            # idle controller polls at every poll interval, and almost always finds nothing
+            with self._reading(f"looking for commands for {owner!r}") as conn:
+                if conn.execute(f"{base} LIMIT 1", base_params).fetchone() is None:
+                    return []
         with self._writing(f"claiming commands for {owner!r}") as conn, lenient_text(conn):
             if task_ids is None:
                 rows = conn.execute(f"{base} ORDER BY seq LIMIT ?", [*base_params, limit])
