@@ -73,6 +73,7 @@ def test_every_kind_of_write_reports_the_lock(tmp_path: Path) -> None:
 def check_every_write(store: SqliteTaskStore, tmp_path: Path) -> None:
     built = build_task("t1", TaskStatus.SUCCEEDED)
     store.create(*built)
+    store.submit_command(build_command("c0", "t1"))  # a claim finds it: then it must write
     other = build_task("t2")
     writes: list[Callable[[], object]] = [
         lambda: store.create(*other),
@@ -97,6 +98,7 @@ def check_every_write(store: SqliteTaskStore, tmp_path: Path) -> None:
         blocker.close()
     assert store.get("t1") == built.snapshot
     assert store.get("t2") is None
+    assert [(c.command_id, c.claimed_by) for c in store.commands()] == [("c0", None)]
     assert store.history("t1") == list(built.transitions)
     assert not (tmp_path / "a").exists() or (tmp_path / "a").read_text() == ""
 
@@ -155,3 +157,16 @@ def test_many_threads_write_through_one_store(tmp_path: Path) -> None:
         assert not any(t.is_alive() for t in threads)
         assert errors == []
         assert len(store.query()) == 240
+
+
+def test_a_poll_that_finds_no_command_does_not_wait_for_the_write_lock(tmp_path: Path) -> None:
+    # an idle controller polls for commands at every poll interval: with nothing open, the
+    # poll is a read, which WAL mode never makes wait (a busy timeout of 60 s would show)
+    with SqliteTaskStore(tmp_path / "tasks.db", busy_timeout=60.0) as store:
+        store.create(*build_task("t1"))
+        blocker = hold_write_lock(store.path)
+        try:
+            assert store.claim_commands("me", now=BASE_TIME, lease_seconds=5) == []
+        finally:
+            blocker.execute("ROLLBACK")
+            blocker.close()

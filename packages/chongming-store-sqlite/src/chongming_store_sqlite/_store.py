@@ -491,7 +491,8 @@ class SqliteTaskStore(TaskStore):
             # a look without the write lock first (a reader never waits in WAL mode): an
             # idle controller polls at every poll interval, and almost always finds nothing
             with self._reading(f"looking for commands for {owner!r}") as conn:
-                if conn.execute(f"{base} LIMIT 1", base_params).fetchone() is None:
+                look = "SELECT 1" + base[base.index(" FROM commands") :] + " LIMIT 1"
+                if conn.execute(look, base_params).fetchone() is None:
                     return []
         with self._writing(f"claiming commands for {owner!r}") as conn, lenient_text(conn):
             if task_ids is None:
