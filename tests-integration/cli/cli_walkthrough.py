@@ -65,6 +65,17 @@ class Session:
         code = "" if result.returncode == 0 else f"\n$ echo $?\n{result.returncode}"
         return f"$ chongming-task {shown}\n{body}{code}"
 
+    def spawn(self, args: list[str]) -> subprocess.Popen[str]:
+        """Start a command in the background (a terminal of its own)."""
+        return subprocess.Popen(
+            self.command(args),
+            cwd=self.cwd,
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
     def run(self, *args: str) -> str:
         result = subprocess.run(
             self.command(list(args)),
@@ -86,34 +97,28 @@ def _block(*entries: str) -> str:
     return "```text\n" + "\n\n".join(entries) + "\n```"
 
 
-def _wait(db: Path, status: str, timeout: float = 20) -> None:
+def _submit(task_id: str, arg: str) -> list[str]:
+    """The arguments of a ``submit`` of the demo's ``transform``."""
+    return ["submit", "transform", "--tasks", TASKS, "--arg", arg, "--task-id", task_id]
+
+
+def _wait_for(
+    db: Path, task_id: str, status: str, *, progress: bool = False, timeout: float = 30
+) -> None:
+    """Poll the store until `task_id` is `status` (and, with `progress`, has reported some)."""
     from chongming_store_sqlite import SqliteTaskStore
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if db.exists():
             with SqliteTaskStore(db) as store:
-                snap = store.get(WORKER)
-            if snap is not None and snap.status.value == status and snap.progress is not None:
+                snap = store.get(task_id)
+            if (
+                snap is not None
+                and snap.status.value == status
+                and (not progress or snap.progress is not None)
+            ):
                 return
-        time.sleep(0.05)
-    raise TimeoutError(f"{WORKER} never became {status}")
-
-
-def _submit(task_id: str, arg: str) -> list[str]:
-    """The arguments of a ``submit`` of the demo's ``transform``."""
-    return ["submit", "transform", "--tasks", TASKS, "--arg", arg, "--task-id", task_id]
-
-
-def _wait_for(db: Path, task_id: str, status: str, timeout: float = 30) -> None:
-    from chongming_store_sqlite import SqliteTaskStore
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with SqliteTaskStore(db) as store:
-            snap = store.get(task_id)
-        if snap is not None and snap.status.value == status:
-            return
         time.sleep(0.05)
     raise TimeoutError(f"{task_id} never became {status}")
 
@@ -182,23 +187,16 @@ def generate() -> str:
             "--arg",
             "source=kafka://orders",
         ]
-        runner = subprocess.Popen(
-            s.command(run_args),
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        runner = s.spawn(run_args)
         try:
-            _wait(cwd / "tasks.db", "running")
+            _wait_for(cwd / "tasks.db", WORKER, "running", progress=True)
             ops = [*db, "--owner", "ops"]
             controls = [s.run(*ops, "pause", WORKER)]
-            _wait(cwd / "tasks.db", "paused")
+            _wait_for(cwd / "tasks.db", WORKER, "paused", progress=True)
             controls.append(s.run(*ops, "pause", WORKER, "--json"))  # already: nothing sent
             controls.append(s.run(*ops, "ps", "--status", "paused"))
             controls.append(s.run(*ops, "resume", WORKER))
-            _wait(cwd / "tasks.db", "running")
+            _wait_for(cwd / "tasks.db", WORKER, "running", progress=True)
             controls.append(s.run(*ops, "stop", WORKER, "--reason", "发布窗口"))
             out, err = runner.communicate(timeout=30)
         finally:
@@ -232,14 +230,7 @@ def generate() -> str:
         parts.append("A worker in terminal 3 claims it; `submit --wait` waits for the outcome:")
         serving = [*db, "--owner", "orders-node", "worker", "--tasks", TASKS,
                    "--max-parallel", "2"]  # fmt: skip
-        worker = subprocess.Popen(
-            s.command(serving),
-            cwd=cwd,
-            env=env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        worker = s.spawn(serving)
         try:
             _wait_for(cwd / "tasks.db", "transform-1", "succeeded")
             durable = [

@@ -1,5 +1,5 @@
 """The dashboard and durable work: the nodes view lists the worker rows, and the detail
-of a durable queued task says why it waits (with the reason the console gives it)."""
+of a durable queued task says why it waits (the runtime's reason, or one it is given)."""
 
 from __future__ import annotations
 
@@ -46,14 +46,22 @@ def test_capacity_text() -> None:
     assert capacity_text({}) == "-"
 
 
-def test_the_nodes_view_and_the_waiting_reason(tmp_path: Path) -> None:
+def _console(tmp_path: Path) -> Controller:
+    """A console's controller on a store with a live and an expired worker row, and a
+    durable task ``orphan-1`` whose name neither serves."""
     store = SqliteTaskStore(tmp_path / "t.db")
     controller = Controller(store=store, owner="console-1")
+    now = controller.clock.now()
+    store.register_worker(_row("worker-a", now, live=True))
+    store.register_worker(_row("worker-b", now, live=False))
+    controller.enqueue("orphan", 1, task_id="orphan-1")
+    return controller
+
+
+def test_the_nodes_view_and_the_waiting_reason(tmp_path: Path) -> None:
+    controller = _console(tmp_path)
+    task_id = "orphan-1"
     try:
-        now = controller.clock.now()
-        store.register_worker(_row("worker-a", now, live=True))
-        store.register_worker(_row("worker-b", now, live=False))
-        task_id = controller.enqueue("orphan", 1, task_id="orphan-1")
         app = DashboardApp(
             controller,
             store_label="t.db",
@@ -89,13 +97,9 @@ def test_the_nodes_view_and_the_waiting_reason(tmp_path: Path) -> None:
 def test_an_80_column_terminal_shows_which_workers_are_live_and_the_runtime_reason(
     tmp_path: Path,
 ) -> None:
-    store = SqliteTaskStore(tmp_path / "t.db")
-    controller = Controller(store=store, owner="console-1")
+    controller = _console(tmp_path)
+    task_id = "orphan-1"
     try:
-        now = controller.clock.now()
-        store.register_worker(_row("worker-a", now, live=True))
-        store.register_worker(_row("worker-b", now, live=False))
-        task_id = controller.enqueue("orphan", 1, task_id="orphan-1")
         # no waiting_reason given: the runtime's own says why the task waits
         app = DashboardApp(controller, store_label="t.db", refresh_interval=None,
                            cursor_blink=False)  # fmt: skip

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, LiteralString
 
 import psycopg
 from psycopg.abc import Buffer
@@ -52,6 +52,7 @@ from chongming_store_postgres._fetching import Unloadable
 
 __all__ = [
     "TASK_COLUMNS",
+    "TIME_FIELDS",
     "command_cursor",
     "command_from_row",
     "command_params",
@@ -218,7 +219,7 @@ _TEXT_FIELDS = (
     "executor",
 )
 #: The time fields of a snapshot a row stores (checked for a timezone).
-_TIME_FIELDS = (
+TIME_FIELDS: tuple[LiteralString, ...] = (
     "last_heartbeat_at",
     "created_at",
     "updated_at",
@@ -243,7 +244,7 @@ def snapshot_params(s: TaskSnapshot, stored_outcome: Callable[[Any], object]) ->
             check_text(getattr(s, field_name), f"{what} {field_name}", task_id=tid)
         for tag in tags:
             check_text(tag, f"{what} tag {tag!r}", task_id=tid)
-    times = {name: getattr(s, name) for name in _TIME_FIELDS}
+    times = {name: getattr(s, name) for name in TIME_FIELDS}
     if any(moment is not None and moment.tzinfo is None for moment in times.values()):
         for name, moment in times.items():
             _time(moment, f"{what} {name}", task_id=tid)

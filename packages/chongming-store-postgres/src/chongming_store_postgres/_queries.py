@@ -14,7 +14,7 @@ from psycopg import sql
 
 from chongming_core import TaskQuery
 from chongming_core.backend import COMMAND_COLUMNS
-from chongming_store_postgres._codec import TASK_COLUMNS
+from chongming_store_postgres._codec import TASK_COLUMNS, TIME_FIELDS
 from chongming_store_postgres._schema import table_names
 
 __all__ = ["Statements", "task_filter"]
@@ -432,19 +432,7 @@ BATCH_TYPES: dict[str, LiteralString] = {
     ),
     "tags": "json",
     **dict.fromkeys(("progress", "outcome", "arguments", "failure", "attempts"), "text"),
-    **dict.fromkeys(
-        (
-            "last_heartbeat_at",
-            "created_at",
-            "updated_at",
-            "started_at",
-            "finished_at",
-            "retry_at",
-            "lease_until",
-            "run_at",
-        ),
-        "timestamptz",
-    ),
+    **dict.fromkeys(TIME_FIELDS, "timestamptz"),
     "paused_in_place": "boolean",
     "durable": "boolean",
     "paused_seconds": "double precision",
