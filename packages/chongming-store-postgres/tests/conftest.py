@@ -10,6 +10,8 @@ import psycopg
 import pytest
 from psycopg import sql
 
+from chongming_core import SnapshotWrite, TaskStatus
+from chongming_store_contract import build_task
 from chongming_store_postgres import PostgresTaskStore
 
 Admin = psycopg.Connection[tuple[Any, ...]]
@@ -57,3 +59,23 @@ def make_store(postgres_dsn: str, schema: str) -> Iterator[Callable[..., Postgre
 def store(make_store: Callable[..., PostgresTaskStore]) -> PostgresTaskStore:
     """A store on a fresh schema."""
     return make_store()
+
+
+@pytest.fixture
+def fill_queued(store: PostgresTaskStore) -> Callable[..., list[SnapshotWrite]]:
+    """Stores `count` queued durable tasks (``t00000``, ...) in `store`, in batches of 500;
+    returns the writes that made them."""
+
+    def fill(count: int, prefix: str = "t") -> list[SnapshotWrite]:
+        writes = []
+        for n in range(count):
+            arguments: dict[str, Any] = {"args": [], "kwargs": {}}
+            built = build_task(
+                f"{prefix}{n:05d}", TaskStatus.QUEUED, durable=True, arguments=arguments
+            )
+            writes.append(SnapshotWrite(built.snapshot, None, built.transitions))
+        for start in range(0, count, 500):
+            store.save_many(writes[start : start + 500])
+        return writes
+
+    return fill

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -9,24 +10,13 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from chongming_core import ClaimRequest, SnapshotWrite, TaskStatus
-from chongming_store_contract import build_task
+from chongming_core import ClaimRequest
 from chongming_store_postgres import PostgresTaskStore
 from chongming_store_postgres._queries import Statements
 
 Admin = psycopg.Connection[tuple[Any, ...]]
 
 _NOW = datetime(2030, 1, 1, tzinfo=UTC)
-
-
-def _enqueue(store: PostgresTaskStore, count: int, prefix: str = "t") -> None:
-    writes = []
-    for n in range(count):
-        arguments: dict[str, Any] = {"args": [], "kwargs": {}}
-        built = build_task(f"{prefix}{n:05d}", TaskStatus.QUEUED, durable=True, arguments=arguments)
-        writes.append(SnapshotWrite(built.snapshot, None, built.transitions))
-    for start in range(0, count, 500):
-        store.save_many(writes[start : start + 500])
 
 
 def _claim_plan(store: PostgresTaskStore, schema: str) -> str:
@@ -49,9 +39,13 @@ def _claim_plan(store: PostgresTaskStore, schema: str) -> str:
 
 @pytest.mark.parametrize("statistics", ["none yet", "nothing queued"])
 def test_a_claim_reads_the_claim_index_in_order_whatever_the_statistics_say(
-    store: PostgresTaskStore, admin: Admin, schema: str, statistics: str
+    store: PostgresTaskStore,
+    admin: Admin,
+    schema: str,
+    statistics: str,
+    fill_queued: Callable[..., object],
 ) -> None:
-    _enqueue(store, 3000)
+    fill_queued(3000)
     if statistics == "nothing queued":  # a large table of finished tasks, then a burst
         tasks = sql.Identifier(schema, "tasks")
         admin.execute(sql.SQL("UPDATE {} SET status = 'succeeded'").format(tasks))
@@ -64,10 +58,10 @@ def test_a_claim_reads_the_claim_index_in_order_whatever_the_statistics_say(
 
 
 def test_a_claim_meeting_an_unreadable_row_is_not_run_again(
-    store: PostgresTaskStore, admin: Admin, schema: str
+    store: PostgresTaskStore, admin: Admin, schema: str, fill_queued: Callable[..., object]
 ) -> None:
     # the first row's arguments nest deeper than Python's JSON parser recurses
-    _enqueue(store, 3)
+    fill_queued(3)
     deep = "[" * 5000 + "]" * 5000
     admin.execute(
         sql.SQL("UPDATE {} SET arguments = %s::json WHERE task_id = 't00000'").format(

@@ -40,7 +40,15 @@ class Unloadable:
 
 
 def _lenient(inner: type[abc.Loader]) -> type[Loader]:
-    """A loader that loads as `inner` does, and keeps what `inner` cannot load as text."""
+    """A loader that loads as `inner` does, and keeps what `inner` cannot load as text
+    (made once per `inner`: a class costs more to make than a claim's rows to load)."""
+    made = _LENIENT_MADE.get(inner)
+    if made is None:
+        made = _LENIENT_MADE[inner] = _make_lenient(inner)
+    return made
+
+
+def _make_lenient(inner: type[abc.Loader]) -> type[Loader]:
 
     class Lenient(Loader):
         def __init__(self, oid: int, context: Any = None) -> None:
@@ -54,6 +62,9 @@ def _lenient(inner: type[abc.Loader]) -> type[Loader]:
                 return Unloadable(bytes(data).decode("utf-8", "replace"))
 
     return Lenient
+
+
+_LENIENT_MADE: dict[type[abc.Loader], type[Loader]] = {}
 
 
 def lenient_loaders(cursor: psycopg.Cursor[Any]) -> None:
