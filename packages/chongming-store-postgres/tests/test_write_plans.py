@@ -9,7 +9,6 @@ prepared may be given."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -36,7 +35,7 @@ def filled(
     fill_queued: Callable[..., list[SnapshotWrite]], admin: Admin, schema: str
 ) -> list[SnapshotWrite]:
     """3,000 queued tasks with fresh statistics; returns the writes that made them."""
-    writes = fill_queued(3000)
+    writes = fill_queued(_TASKS)
     for table in ("tasks", "transitions"):
         admin.execute(sql.SQL("ANALYZE {}").format(sql.Identifier(schema, table)))
     return writes
@@ -56,19 +55,11 @@ def _plans(admin: Admin, statement: bytes, params: dict[str, Any]) -> list[str]:
             (query.query.decode(),),
         ).fetchone()
         assert found is not None
-        values = sql.SQL(", ").join(sql.Literal(params[key]) for key in _order(statement))
+        order = query._order or []  # the parameters' names, as psycopg numbers them
+        values = sql.SQL(", ").join(sql.Literal(params[key]) for key in order)
         explain = sql.SQL("EXPLAIN EXECUTE {}({})").format(sql.Identifier(found[0]), values)
         generic = admin.execute(explain).fetchall()
     return ["\n".join(row[0] for row in rows) for rows in (custom, generic)]
-
-
-def _order(statement: bytes) -> list[str]:
-    """The names of the parameters of `statement` in the order psycopg numbers them."""
-    found: list[str] = []
-    for name in re.findall(rb"%\((\w+)\)s", statement):
-        if name.decode() not in found:
-            found.append(name.decode())
-    return found
 
 
 def _starting(write: SnapshotWrite) -> SnapshotWrite:

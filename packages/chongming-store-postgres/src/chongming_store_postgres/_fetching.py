@@ -39,6 +39,10 @@ class Unloadable:
         return repr(self.text)
 
 
+#: The lenient loader class made for each inner loader class (`_lenient`).
+_LENIENT_MADE: dict[type[abc.Loader], type[Loader]] = {}
+
+
 def _lenient(inner: type[abc.Loader]) -> type[Loader]:
     """A loader that loads as `inner` does, and keeps what `inner` cannot load as text
     (made once per `inner`: a class costs more to make than a claim's rows to load)."""
@@ -49,6 +53,7 @@ def _lenient(inner: type[abc.Loader]) -> type[Loader]:
 
 
 def _make_lenient(inner: type[abc.Loader]) -> type[Loader]:
+    """The class `_lenient` hands out for `inner`."""
 
     class Lenient(Loader):
         def __init__(self, oid: int, context: Any = None) -> None:
@@ -62,9 +67,6 @@ def _make_lenient(inner: type[abc.Loader]) -> type[Loader]:
                 return Unloadable(bytes(data).decode("utf-8", "replace"))
 
     return Lenient
-
-
-_LENIENT_MADE: dict[type[abc.Loader], type[Loader]] = {}
 
 
 def lenient_loaders(cursor: psycopg.Cursor[Any]) -> None:

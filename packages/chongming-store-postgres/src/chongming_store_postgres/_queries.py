@@ -101,13 +101,13 @@ SELECT EXISTS (SELECT 1 FROM updated),
 """
 )
 
-#: A statement that joins the tasks to rows sent as JSON (``json_to_recordset``) also says
-#: ``task_id = ANY(%(ids)s)``. The planner takes ``json_to_recordset`` for 100 rows whatever
-#: it holds, and against a table of some thousands of rows it then read the whole table and
-#: hashed it: a group commit of five saves took 2 ms at 10,000 tasks, growing with the
-#: table. ``= ANY`` of an array is estimated from the array (``unnest`` too) and planned as
-#: an index scan at any size, in custom and generic plans alike: 0.26 ms
-#: (`test_write_plans.py`).
+# A statement that joins the tasks to rows sent as JSON (``json_to_recordset``) also says
+# ``task_id = ANY(%(ids)s)``. The planner takes ``json_to_recordset`` for 100 rows whatever
+# it holds, and against a table of some thousands of rows it then read the whole table and
+# hashed it: a group commit of five saves took 2 ms at 10,000 tasks, growing with the
+# table. ``= ANY`` of an array is estimated from the array (``unnest`` too) and planned as
+# an index scan at any size, in custom and generic plans alike: 0.26 ms
+# (`test_write_plans.py`).
 
 #: A group commit of writes to distinct tasks in one statement: creates and compare-and-set
 #: saves from one JSON array of rows (``w``), then the transitions of the writes that were
