@@ -3,9 +3,9 @@
 The planner takes ``json_to_recordset`` for 100 rows whatever it holds: against a table of
 some thousands of rows it read the whole table and hashed it at every group commit (2 ms
 for five saves at 10,000 tasks, growing with the table). The group commit also says
-``task_id = ANY(ids)``; the statements joining ``unnest`` of arrays are estimated from the
-arrays. Each is checked in its custom plan and in the generic plan a statement psycopg has
-prepared may be given."""
+``task_id = ANY(ARRAY(SELECT task_id FROM w))``; the statements joining ``unnest`` of
+arrays are estimated from the arrays. Each is checked in its custom plan and in the
+generic plan a statement psycopg has prepared may be given."""
 
 from __future__ import annotations
 

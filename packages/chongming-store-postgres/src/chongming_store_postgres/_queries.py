@@ -102,21 +102,23 @@ SELECT EXISTS (SELECT 1 FROM updated),
 )
 
 # A statement that joins the tasks to rows sent as JSON (``json_to_recordset``) also says
-# ``task_id = ANY(%(ids)s)``. The planner takes ``json_to_recordset`` for 100 rows whatever
-# it holds, and against a table of some thousands of rows it then read the whole table and
-# hashed it: a group commit of five saves took 2 ms at 10,000 tasks, growing with the
-# table. ``= ANY`` of an array is estimated from the array (``unnest`` too) and planned as
-# an index scan at any size, in custom and generic plans alike: 0.26 ms
-# (`test_write_plans.py`).
+# ``task_id = ANY(ARRAY(SELECT task_id FROM w))``. The planner takes ``json_to_recordset``
+# for 100 rows whatever it holds, and against a table of some thousands of rows it then
+# read the whole table and hashed it: a group commit of five saves took 2 ms at 10,000
+# tasks, growing with the table. ``= ANY`` of an array computed once (an init plan) is
+# estimated at a few rows (``unnest`` of an array from the array) and planned as an index
+# scan at any size, in custom and generic plans alike: 0.26 ms (`test_write_plans.py`).
+# The ids come from the rows themselves: a third parameter, a list, was dumped element by
+# element in Python at every flush.
 
 #: A group commit of writes to distinct tasks in one statement: creates and compare-and-set
 #: saves from one JSON array of rows (``w``), then the transitions of the writes that were
-#: applied, from another. Three parameters whatever the batch's size: psycopg converts the
+#: applied, from another. Two parameters whatever the batch's size: psycopg converts the
 #: statement once (it caches statements of at most 4 KiB and 50 parameters) and dumps two
-#: strings and the ids, where column arrays cost a conversion and 44 array dumps per flush.
-#: The ids are the index's way to the rows (see above); a create's ``expect_version`` is
-#: null, equal to no stored version, so the update leaves it alone. Returns
-#: ``(applied, version_seen)`` per write, in the order given.
+#: strings, where column arrays cost a conversion and 44 array dumps per flush. The update
+#: finds its rows by the index (see above); a create's ``expect_version`` is null, equal to
+#: no stored version, so the update leaves it alone. Returns ``(applied, version_seen)``
+#: per write, in the order given.
 SAVE_BATCH: Final = (
     """
 WITH w AS (
@@ -130,7 +132,7 @@ WITH w AS (
 ), updated AS (
     UPDATE {tasks} AS k SET {batch_assignments}
     FROM w
-    WHERE k.task_id = ANY(%(ids)s::text[])
+    WHERE k.task_id = ANY(ARRAY(SELECT task_id FROM w))
       AND k.task_id = w.task_id AND k.status_version = w.expect_version
     RETURNING k.task_id
 ), applied AS (
@@ -517,9 +519,11 @@ class Statements:
         }
         self.create_task = self.render(CREATE_TASK)
         self.save_task = self.render(SAVE_TASK)
-        # runs of whitespace folded (the statement has no text literal): it stays within
-        # psycopg's statement cache (4 KiB), so it is converted once, not at every flush
-        self.save_batch = re.sub(rb"\s+", b" ", self.render(SAVE_BATCH)).strip()
+        # runs of whitespace folded, and none kept after ( and , or before ) (the statement
+        # has no text literal): it stays within psycopg's statement cache (4 KiB), so it is
+        # converted once, not at every flush
+        folded = re.sub(rb"\s+", b" ", self.render(SAVE_BATCH)).strip()
+        self.save_batch = re.sub(rb"(?<=[(,]) | (?=\))", b"", folded)
         self.task_version = self.render(TASK_VERSION)
         self.get_task = self.render(GET_TASK)
         self.append = self.render(APPEND)

@@ -112,7 +112,6 @@ def batch_params(
         for owner, t in pairs  # checked by `prepare` already
     ]
     return {
-        "ids": sorted(ids),  # the index's way to the rows (see `SAVE_BATCH`)
         "rows": json.dumps(rows, ensure_ascii=False),
         "transitions": json.dumps(transitions, ensure_ascii=False),
     }
