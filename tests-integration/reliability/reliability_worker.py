@@ -17,9 +17,11 @@ Two roles:
 
 ``serve``
     A worker of durable tasks: registers ``append`` (writes its task id and this
-    worker's owner to the report, then returns) and ``spin`` (checkpoints until
-    stopped), serves them from the shared store until the file ``--hold`` exists, then
-    closes its controller and exits 0 (or until the test kills it).
+    worker's owner to the report, then returns), ``spin`` (checkpoints until
+    stopped) and ``gpu`` (tagged ``gpu``; marks its beginning and end, and holds until
+    the file ``--gate`` exists when one is given), serves them from the shared store
+    until the file ``--hold`` exists, then closes its controller and exits 0 (or until
+    the test kills it).
 
 ``contend``
     One of several processes sharing one store: it submits, stops, pauses, resumes and
@@ -464,6 +466,9 @@ def serve(args: argparse.Namespace) -> int:
 
     def gpu(ctx: Any) -> None:
         report.emit("began", task_id=ctx.task_id, owner=args.owner, at=time.time())
+        while args.gate is not None and not os.path.exists(args.gate):
+            ctx.checkpoint()
+            time.sleep(0.005)
         time.sleep(0.05)
         report.emit("ended", task_id=ctx.task_id, owner=args.owner, at=time.time())
 
@@ -505,6 +510,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--markers", help="where bodies of the start role mark their beginning")
     parser.add_argument("--burst", type=int, default=4, help="tasks per round (start role)")
     parser.add_argument("--fleet-gpu", type=int, help="fleet limit of the gpu tag (serve role)")
+    parser.add_argument("--gate", help="gpu bodies hold until this file exists (serve role)")
     args = parser.parse_args(argv)
     if args.role == "crash":
         return crash(args)

@@ -9,15 +9,17 @@ the workers on the same buckets and on disjoint ones.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from subprocess import Popen
+from typing import Any
 
 import pytest
 
-from chongming_core import BucketPolicy, TaskStatus
+from chongming_core import BucketPolicy, ClaimRequest, TaskSnapshot, TaskStatus
 from chongming_runtime import Controller, Job
 from reliability.reliability_support import (
     Children,
@@ -78,6 +80,22 @@ def ran_by(reports: list[Path]) -> Counter[tuple[str, str]]:
     )
 
 
+def keys_in(buckets: range, count: int) -> list[str]:
+    """`count` bucket keys whose buckets (of ``BucketPolicy(BUCKETS)``) are in `buckets`."""
+    policy = BucketPolicy(BUCKETS)
+    keys = (f"tenant-{i}" for i in range(10_000))
+    return [key for key in keys if policy.bucket_for(key) in buckets][:count]
+
+
+def wait_running(feeder: Controller, task_ids: list[str]) -> None:
+    """Until every task of `task_ids` is ``running`` in the store (bounded by WAIT)."""
+    deadline = time.monotonic() + WAIT
+    for task_id in task_ids:
+        while feeder.get(task_id).status is not S.RUNNING:  # type: ignore[union-attr]
+            assert time.monotonic() < deadline, f"{task_id} never ran"
+            time.sleep(0.01)
+
+
 @pytest.mark.parametrize("split", ["same buckets", "disjoint buckets"])
 def test_two_workers_run_every_task_once_and_take_stops_from_the_feeder(
     children: Children, target: Target, feeder: Controller, tmp_path: Path, split: str
@@ -86,7 +104,6 @@ def test_two_workers_run_every_task_once_and_take_stops_from_the_feeder(
     workers = start_workers(children, target, tmp_path, owned)
     keys = [f"tenant-{i}" for i in range(40)]
     ids = feeder.enqueue_many("append", [Job(i, bucket_key=key) for i, key in enumerate(keys)])
-    spinning = [feeder.enqueue("spin", bucket_key=key) for key in ("tenant-0", "tenant-1")]
     outcomes = [feeder.wait(task_id, timeout=WAIT) for task_id in ids]
     assert [o.status for o in outcomes] == [S.SUCCEEDED] * len(ids)
     assert [o.value for o in outcomes] == list(range(len(ids)))
@@ -94,8 +111,6 @@ def test_two_workers_run_every_task_once_and_take_stops_from_the_feeder(
     ran = ran_by(reports)
     assert sorted(task_id for task_id, _ in ran) == sorted(ids)  # each exactly once
     assert all(count == 1 for count in ran.values())
-    by_worker = Counter(owner for _, owner in ran)
-    assert set(by_worker) == {"worker-0", "worker-1"}, by_worker  # the work is shared
     if split == "disjoint buckets":
         policy = BucketPolicy(BUCKETS)
         for task_id, owner in ran:
@@ -105,12 +120,22 @@ def test_two_workers_run_every_task_once_and_take_stops_from_the_feeder(
             bucket = policy.bucket_for(snapshot.bucket_key)
             assert snapshot.bucket == bucket
             assert (bucket < 4) == (owner == "worker-0"), (task_id, bucket, owner)
+    # Six tasks that run until stopped, for two workers with room for three each: all six
+    # running means each worker holds three (the work is shared however fast either one
+    # claims). On disjoint buckets, three keys fall in each worker's half.
+    spin_keys = keys_in(range(4), 3) + keys_in(range(4, 8), 3)
+    spinning = [feeder.enqueue("spin", bucket_key=key) for key in spin_keys]
+    wait_running(feeder, spinning)
+    held_by = {
+        line["task_id"]: line["owner"]
+        for report in reports
+        for line in read_report(report)
+        if line["event"] == "spinning"
+    }
+    assert sorted(held_by) == sorted(spinning)
+    assert Counter(held_by.values()) == {"worker-0": 3, "worker-1": 3}  # the work is shared
     # a stop from this process reaches each spinning task, on whichever worker holds it
     for task_id in spinning:
-        deadline = time.monotonic() + WAIT
-        while feeder.get(task_id).status is not S.RUNNING:  # type: ignore[union-attr]
-            assert time.monotonic() < deadline, f"{task_id} never ran"
-            time.sleep(0.01)
         assert feeder.stop(task_id, reason="operator")
     for task_id in spinning:
         assert feeder.wait(task_id, timeout=WAIT).status is S.STOPPED
@@ -126,11 +151,7 @@ def test_a_worker_killed_with_sigkill_leaves_nothing_running_after_reconcile(
     workers = start_workers(children, target, tmp_path, [None])
     proc, report, _ = workers[0]
     held = [feeder.enqueue("spin") for _ in range(3)]
-    for task_id in held:
-        deadline = time.monotonic() + WAIT
-        while feeder.get(task_id).status is not S.RUNNING:  # type: ignore[union-attr]
-            assert time.monotonic() < deadline, f"{task_id} never ran"
-            time.sleep(0.01)
+    wait_running(feeder, held)
     children.kill(proc)
     time.sleep(1.2)  # its lease (1 s) runs out
     report_ = feeder.reconcile()
@@ -152,15 +173,35 @@ def test_a_worker_killed_with_sigkill_leaves_nothing_running_after_reconcile(
 def test_a_fleet_limit_holds_across_three_worker_processes(
     children: Children, target: Target, feeder: Controller, tmp_path: Path
 ) -> None:
-    """Three workers with room for three tasks each; the tag ``gpu`` is limited to two for
-    the whole store. The bodies' own start and end times say how many ran at once."""
-    workers = start_workers(children, target, tmp_path, [None, None, None], "--fleet-gpu", "2")
-    ids = feeder.enqueue_many("gpu", [() for _ in range(18)])
+    """Three workers with room for one task each; the tag ``gpu`` is limited to two for
+    the whole store. The first gpu bodies hold until the gate opens, so two run at once on
+    two workers while the third worker, idle with room, is refused the rest; the bodies'
+    own start and end times then say how many ran at once."""
+    gate = tmp_path / "gate"
+    workers = start_workers(children, target, tmp_path, [None, None, None],
+                            "--fleet-gpu", "2", "--burst", "1", "--gate", str(gate))  # fmt: skip
+    reports = [report for _, report, _ in workers]
+    ids = feeder.enqueue_many("gpu", [() for _ in range(12)])
+
+    def began() -> list[dict[str, Any]]:
+        return [line for report in reports for line in read_report(report)
+                if line["event"] == "began"]  # fmt: skip
+
+    deadline = time.monotonic() + WAIT
+    while len(began()) < 2:
+        assert time.monotonic() < deadline, "no two gpu tasks ran"
+        time.sleep(0.01)
+    time.sleep(0.5)  # three workers poll every 20 ms: a third claim would show by now
+    first = began()
+    assert len(first) == 2, f"{len(first)} gpu tasks began while the fleet limit is 2"
+    assert len({line["owner"] for line in first}) == 2  # a worker has room for one
+    assert sum(feeder.get(t).status is S.RUNNING for t in ids) == 2  # type: ignore[union-attr]
+    gate.touch()
     for task_id in ids:
         assert feeder.wait(task_id, timeout=WAIT).status is S.SUCCEEDED
     moments = sorted(
         (line["at"], 1 if line["event"] == "began" else -1)
-        for _, report, _ in workers
+        for report in reports
         for line in read_report(report)
         if line["event"] in {"began", "ended"}
     )
@@ -169,9 +210,46 @@ def test_a_fleet_limit_holds_across_three_worker_processes(
         running += step
         most = max(most, running)
     assert most == 2, f"at most {most} gpu tasks ran at once (the fleet limit is 2)"
-    owners = {line["owner"] for _, report, _ in workers for line in read_report(report)}
-    assert len(owners) >= 2  # the limit is the fleet's, not one worker's
     for proc, _, hold in workers:
         hold.touch()
         code, err = finish(proc, timeout=WAIT)
         assert code == 0, err
+
+
+@pytest.mark.postgres
+def test_a_worker_listens_for_work_once_serve_returns(postgres_dsn: str, pg_schema: str) -> None:
+    """A task enqueued just after the worker's first claim found nothing, before its
+    thread first waits, wakes it at once: it was listening when ``serve()`` returned.
+    (It used to LISTEN at its first wait and missed that notification, sleeping a fallback
+    poll: a minute here.)"""
+    from chongming_store_postgres import PostgresTaskStore
+
+    worker_store = PostgresTaskStore(postgres_dsn, schema=pg_schema)
+    feeder_store = PostgresTaskStore(postgres_dsn, schema=pg_schema)
+    first_claimed, enqueued = threading.Event(), threading.Event()
+    claim_tasks = worker_store.claim_tasks
+
+    def first_claim_then_hold(request: ClaimRequest) -> list[TaskSnapshot]:
+        found = claim_tasks(request)
+        if not first_claimed.is_set():
+            first_claimed.set()
+            enqueued.wait(WAIT)  # the enqueue commits (and notifies) in this window
+        return found
+
+    worker_store.claim_tasks = first_claim_then_hold  # type: ignore[method-assign]
+    worker = Controller(store=worker_store, owner="worker", poll_interval=60.0)
+    feeder = Controller(store=feeder_store, owner="feeder")
+    try:
+        worker.register("noop", lambda ctx: 7)
+        worker.serve()
+        assert first_claimed.wait(WAIT)
+        task_id = feeder.enqueue("noop")
+        enqueued.set()
+        outcome = feeder.wait(task_id, timeout=20)
+        assert (outcome.status, outcome.value) == (S.SUCCEEDED, 7)
+    finally:
+        enqueued.set()
+        worker.close(timeout=30)
+        feeder.close(timeout=30)
+        worker_store.close()
+        feeder_store.close()

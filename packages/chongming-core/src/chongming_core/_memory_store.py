@@ -485,6 +485,10 @@ class InMemoryTaskStore(TaskStore):
         self._open()
         return self._work.wait(timeout)
 
+    def wake_work_waiters(self) -> None:
+        """See `TaskStore.wake_work_waiters`."""
+        self._work.set()
+
     def wait_for_change(self, task_id: str, timeout: float) -> bool:
         """See `TaskStore.wait_for_change`: woken by this store's own writes."""
         self._open()

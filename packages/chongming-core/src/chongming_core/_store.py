@@ -591,6 +591,13 @@ class TaskStore(abc.ABC):
         """
         raise self._no_durable_work()
 
+    def wake_work_waiters(self) -> None:
+        """Make every `wait_for_work` under way on this store in this process return True
+        at once (or the next one, when none is): a worker that stops serving does not
+        sleep out its wait. A backend whose waits cannot be cut short leaves this as is
+        (they end at their timeout)."""
+        return None  # the default: nothing to cut short
+
     def wait_for_change(self, task_id: str, timeout: float) -> bool:
         """Block until the durable task `task_id` is in a terminal status (True) or `timeout`
         seconds pass (False); True at once when it already is. On PostgreSQL a terminal

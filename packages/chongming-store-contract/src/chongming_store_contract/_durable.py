@@ -428,6 +428,22 @@ class DurableWorkContract(ContractBase):
         expect(self.store.wait_for_work(10), "a wait after an enqueue by another handle")
         expect(time.monotonic() - started < 5, "the wait returned at once")
 
+    def test_wake_work_waiters_cuts_a_wait_short(self) -> None:
+        if not self.durable():
+            return
+        self.store.wait_for_work(0)  # starts listening; forgets earlier wake-ups
+        woken: list[bool] = []
+        waiter = threading.Thread(
+            target=lambda: woken.append(self.store.wait_for_work(60)), daemon=True
+        )
+        started = time.monotonic()
+        waiter.start()
+        self.store.wake_work_waiters()  # during the wait, or before it: True either way
+        waiter.join(30)
+        expect_equal(woken, [True], "wait_for_work() after wake_work_waiters()")
+        expect(time.monotonic() - started < 20, "the wait returned before its timeout")
+        expect(not self.store.wait_for_work(0.05), "a wait after the wake-up was taken")
+
     def test_wait_for_change_wakes_on_a_terminal_save(self) -> None:
         if not self.durable():
             return

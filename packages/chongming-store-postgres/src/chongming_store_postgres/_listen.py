@@ -10,8 +10,10 @@ task ended) to the threads waiting for each task.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import select
+import socket
 import threading
 import time
 from collections.abc import Callable
@@ -30,9 +32,12 @@ _MAX_PAYLOAD_BYTES = 1000
 _SLICE = 0.05
 
 
-def received(conn: psycopg.Connection[Any], timeout: float) -> list[str]:
+def received(
+    conn: psycopg.Connection[Any], timeout: float, interrupt: socket.socket | None = None
+) -> list[str]:
     """The payloads of the notifications that arrive on `conn` within `timeout` seconds
-    (those already received first; all that came together, however many).
+    (those already received first; all that came together, however many). Something
+    readable on `interrupt` ends the wait early (the caller drains it).
 
     It sleeps in ``select`` on the connection's socket. psycopg's own ``notifies(timeout=)``
     wakes its generator hundreds of times a second while nothing arrives, which made an
@@ -43,12 +48,13 @@ def received(conn: psycopg.Connection[Any], timeout: float) -> list[str]:
     """
     found = [n.payload for n in conn.notifies(timeout=0.0)]  # read already, or buffered
     deadline = time.monotonic() + max(0.0, timeout)
+    watched: list[Any] = [conn.fileno()] if interrupt is None else [conn.fileno(), interrupt]
     while not found:
         left = deadline - time.monotonic()
         if left <= 0:
             break
-        ready, _, _ = select.select([conn.fileno()], [], [], left)
-        if not ready:
+        ready, _, _ = select.select(watched, [], [], left)
+        if not ready or interrupt in ready:
             break
         # readable: notifications, or other messages (a parameter change), or the end
         found = [n.payload for n in conn.notifies(timeout=0.0)]
@@ -76,7 +82,8 @@ class CommandListener:
 
     The connection is opened (and LISTEN issued) by the first `wait`. When it is
     lost, the next `wait` reports True at once (notifications may have been
-    missed, so the caller should look) and reconnects on the call after.
+    missed, so the caller should look) and reconnects on the call after. `wake` cuts a
+    wait short from another thread (a socket pair the wait also selects on).
     """
 
     def __init__(self, channel: str, connect: Callable[[], psycopg.Connection[Any]]) -> None:
@@ -85,9 +92,13 @@ class CommandListener:
         self._lock = threading.Lock()
         self._conn: psycopg.Connection[Any] | None = None
         self._closed = False
+        self._woken, self._waker = socket.socketpair()
+        self._woken.setblocking(False)
+        self._waker.setblocking(False)
 
     def wait(self, timeout: float) -> bool:
-        """Block until a notification arrives (True) or `timeout` seconds pass (False).
+        """Block until a notification arrives or `wake` is called (True), or `timeout`
+        seconds pass (False).
 
         Raises:
             psycopg.Error: the connection could not be opened (the caller translates it).
@@ -101,10 +112,24 @@ class CommandListener:
                 self._conn = conn
             try:
                 # several commands may have come at once: one wake-up for all
-                return bool(received(self._conn, timeout))
+                found = bool(received(self._conn, timeout, self._woken))
             except psycopg.OperationalError:
                 self._discard()
                 return True
+            woken = self._drain_wakes()
+            return not self._closed and (woken or found)
+
+    def wake(self) -> None:
+        """Make the `wait` under way (or the next one) return True at once."""
+        with contextlib.suppress(OSError):  # a wake-up is pending already, or closed
+            self._waker.send(b"w")
+
+    def _drain_wakes(self) -> bool:
+        woken = False
+        with contextlib.suppress(OSError):  # nothing more to read (or closed)
+            while self._woken.recv(64):
+                woken = True
+        return woken
 
     def _discard(self) -> None:
         conn, self._conn = self._conn, None
@@ -112,10 +137,13 @@ class CommandListener:
             conn.close()
 
     def close(self) -> None:
-        """Close the connection (waits for a `wait` in progress to return)."""
+        """Close the connection (cuts a `wait` in progress short, and waits for it)."""
+        self._closed = True  # the wait cut short says False, as every wait from now on
+        self.wake()
         with self._lock:
-            self._closed = True
             self._discard()
+            self._woken.close()
+            self._waker.close()
 
 
 class ChangeListener:

@@ -756,6 +756,10 @@ class PostgresTaskStore(TaskStore):
             error, cause = self._errors.connect_failed(exc), self._errors.cause(exc)
         raise error from cause
 
+    def wake_work_waiters(self) -> None:
+        """See `TaskStore.wake_work_waiters` (the waiters of this store object)."""
+        self._work_listener.wake()
+
     def wait_for_change(self, task_id: str, timeout: float) -> bool:
         """See `TaskStore.wait_for_change`: woken by ``NOTIFY`` on `change_channel` from any
         process; listening starts before the task is read, so no save falls in between."""

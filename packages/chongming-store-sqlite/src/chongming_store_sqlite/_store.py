@@ -640,6 +640,10 @@ class SqliteTaskStore(TaskStore):
         self._check_open()
         return self._signals.work.wait(timeout)
 
+    def wake_work_waiters(self) -> None:
+        """See `TaskStore.wake_work_waiters` (the waiters on this file, in this process)."""
+        self._signals.work.set()
+
     def wait_for_change(self, task_id: str, timeout: float) -> bool:
         """See `TaskStore.wait_for_change`: woken by this process's writes only."""
         self._check_open()

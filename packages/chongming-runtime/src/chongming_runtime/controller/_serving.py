@@ -137,12 +137,17 @@ class WorkServer:
         return self._stopping.is_set()
 
     def start(self) -> None:
-        """Write this worker's row and start claiming (idempotent)."""
+        """Write this worker's row, listen for work and start claiming (idempotent): a
+        task enqueued once this returns wakes the worker, however soon."""
         with self._lock:
             if self._thread is not None:
                 return
             self._started_at = self._clock.now()
             self._write_row(self._started_at)
+            # PostgreSQL's listening connection is opened (LISTEN) by the first wait: made
+            # here, before the first claim, a notification sent between that claim and the
+            # thread's first wait is not missed (the worker slept a fallback poll, 1 s)
+            self._store.wait_for_work(0)
             self._thread = threading.Thread(target=self._serve, name="chongming-serve", daemon=True)
             self._thread.start()
 
@@ -159,6 +164,10 @@ class WorkServer:
                 return
             self._stopping.set()
         self._slot_freed.set()
+        try:
+            self._store.wake_work_waiters()  # the loop may be waiting for work: cut it short
+        except Exception as exc:  # the store is closed: the wait ends at its timeout
+            self._note("wait_for_work", f"{type(exc).__name__}: {exc}", ())
         thread.join(timeout)
         now = self._clock.now()
         try:
