@@ -295,6 +295,11 @@ class TaskStore(abc.ABC):
     #: channel): its workers then poll only as a fallback (for tasks due later, and a
     #: lost notification), not at every ``poll_interval``.
     notifies_workers: ClassVar[bool] = False
+    #: True when `wait_for_work` notices work written by any process by looking at the
+    #: store when it ends (a cheap look, not a query: SQLite's data version): a worker
+    #: waits in slices of its ``poll_interval`` and claims only when a look saw a change,
+    #: or once a second as a fallback (for tasks due later).
+    watches_work: ClassVar[bool] = False
 
     # ------------------------------------------------------------------ values
     def stored_outcome(self, value: Any) -> Any:

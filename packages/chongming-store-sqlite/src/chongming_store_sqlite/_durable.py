@@ -196,10 +196,12 @@ def _worker(row: Sequence[Any]) -> WorkerRecord:
 
 
 class Signals:
-    """The wake-ups of one database in this process: new work, and tasks that ended."""
+    """The wake-ups of one database in this process: new work, commands, and tasks that
+    ended."""
 
     def __init__(self) -> None:
         self.work = WakeUp()
+        self.commands = WakeUp()
         self.changes = ChangeSignals()
 
     def written(self, snapshots: Iterable[TaskSnapshot]) -> None:

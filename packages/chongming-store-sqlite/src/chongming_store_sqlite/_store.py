@@ -66,6 +66,7 @@ from chongming_store_sqlite._queries import (
     search_matches,
     where_clause,
 )
+from chongming_store_sqlite._watch import FileWatch
 from chongming_store_sqlite._writes import apply_writes, touch_row
 
 __all__ = ["SqliteTaskStore"]
@@ -174,6 +175,8 @@ class SqliteTaskStore(TaskStore):
         )
         self._pool.add(first)
         self._signals = signals_for(None if self._memory else self._path)
+        # ":memory:" has one connection and no other process: its own signals see it all
+        self._watch = None if self._memory else FileWatch(self._open_connection)
 
     def __enter__(self) -> SqliteTaskStore:
         return self
@@ -227,6 +230,7 @@ class SqliteTaskStore(TaskStore):
             ) from exc
 
     supports_durable_work = True
+    watches_work = True  # `FileWatch` (":memory:": no other connection can write)
 
     def _closed_error(self) -> StoreError:
         return StoreError(f"{self._where} is closed; open a new SqliteTaskStore to keep working")
@@ -451,6 +455,7 @@ class SqliteTaskStore(TaskStore):
             ) from exc
         with self._writing(f"submitting command {command.command_id!r}") as conn:
             conn.execute(sql.INSERT_COMMAND, row)
+        self._signals.commands.set()
 
     def claim_commands(
         self,
@@ -636,9 +641,36 @@ class SqliteTaskStore(TaskStore):
         return frozenset(names)
 
     def wait_for_work(self, timeout: float) -> bool:
-        """See `TaskStore.wait_for_work`: woken by this process's writes only."""
+        """See `TaskStore.wait_for_work`: woken by this process's writes, and True when a
+        look at the file (as the wait begins, then every 0.1 s) finds that any process
+        committed to it since this thread's last look (`FileWatch`: one pragma, not a
+        query). Call ``wait_for_work(0)`` once before the first claim."""
+        return self._wait("work", self._signals.work.wait, timeout)
+
+    def wait_for_commands(self, timeout: float) -> bool:
+        """Block until a command may have been submitted (True) or `timeout` passes: woken
+        by this process's submits, and True when a look at the file (as for
+        `wait_for_work`) finds any commit since this thread's last look. Call
+        ``wait_for_commands(0)`` once before the first claim, so that nothing committed
+        in between is missed.
+
+        Raises:
+            StoreError: the file could not be read.
+        """
+        return self._wait("commands", self._signals.commands.wait, timeout)
+
+    def _wait(self, kind: str, woken: Callable[[float], bool], timeout: float) -> bool:
         self._check_open()
-        return self._signals.work.wait(timeout)
+        if self._watch is None:
+            return woken(timeout)
+        try:
+            return self._watch.wait(kind, woken, timeout)
+        except sqlite3.Error as exc:
+            if self._pool.closed:
+                self._check_open()  # raises the store's own "closed" error
+            raise translate(
+                exc, where=self._where, action="watching", busy_timeout=self._busy_timeout
+            ) from exc
 
     def wake_work_waiters(self) -> None:
         """See `TaskStore.wake_work_waiters` (the waiters on this file, in this process)."""
@@ -671,6 +703,8 @@ class SqliteTaskStore(TaskStore):
         """See `TaskStore.close`. Waits (up to the busy timeout) for calls in progress in
         other threads, then every connection is closed and the file may be deleted."""
         self._pool.close(wait=self._busy_timeout + 1.0)
+        if self._watch is not None:
+            self._watch.close()
 
 
 _STATUSES = {s.value: s for s in TaskStatus}

@@ -17,8 +17,8 @@ One background thread, ``chongming-serve``, loops:
    half the slots free, not before `CLAIM_COOLDOWN` after the last claim that found
    work, so slots freed one by one are claimed together); with no room, until a slot
    frees; with nothing to claim, `TaskStore.wait_for_work` (a notification on
-   PostgreSQL, with a fallback poll once a second for tasks due later; the poll
-   interval elsewhere).
+   PostgreSQL, a look at the file's data version at every poll interval on SQLite; a
+   full claim only after a change, or once a second for tasks due later).
 
 The worker's own row (owner, host, pid, buckets, names, capacity, started, last seen)
 is written when serving starts and renewed with the lease; when serving stops its
@@ -178,6 +178,12 @@ class WorkServer:
     # ------------------------------------------------------------------ the loop
     def _serve(self) -> None:
         self._forget_long_gone()
+        try:
+            # a watching store remembers per thread what it saw last: seen here, before the
+            # first claim, a write in between wakes this thread's first wait
+            self._store.wait_for_work(0)
+        except Exception as exc:  # the store failed: the round notes it again, and waits
+            self._note("wait_for_work", f"{type(exc).__name__}: {exc}", ())
         while not self._stopping.is_set():
             try:
                 self._round()
@@ -214,10 +220,27 @@ class WorkServer:
             self._take_one(snapshot)
         self.claimed += len(claimed)
         if not claimed:  # when work flows, the next claim is made at once, as room allows
-            # a store that notifies wakes this wait on every enqueue: its polls are only a
-            # fallback (a task due later, a lost notification), once a second at most
-            idle = max(self._interval, NOTIFIED_POLL) if self._store.notifies_workers else None
-            self._store.wait_for_work(self._interval if idle is None else idle)
+            self._wait_for_work()
+
+    def _wait_for_work(self) -> None:
+        """Wait while nothing is claimable. A store that notifies (PostgreSQL) wakes the wait
+        on every enqueue, and one that watches (SQLite) ends each slice of the poll interval
+        with a look at whether anything was written: claims then come only after a change,
+        or as a fallback (a task due later, a lost notification) once a second at most,
+        and often enough to renew this worker's row. Any other store is polled."""
+        store = self._store
+        if not (store.notifies_workers or store.watches_work):
+            store.wait_for_work(self._interval)
+            return
+        longest = min(max(self._interval, NOTIFIED_POLL), self._ttl.total_seconds() / 3)
+        if store.notifies_workers:
+            store.wait_for_work(longest)
+            return
+        deadline = time.monotonic() + longest
+        while not self._stopping.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0 or store.wait_for_work(min(self._interval, left)):
+                return
 
     def _cooling(self) -> bool:
         """Wait out the rest of `CLAIM_COOLDOWN` after a claim that found work; True if
