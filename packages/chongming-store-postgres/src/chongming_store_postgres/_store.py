@@ -756,6 +756,12 @@ class PostgresTaskStore(TaskStore):
             error, cause = self._errors.connect_failed(exc), self._errors.cause(exc)
         raise error from cause
 
+    def wake_command_waiters(self) -> None:
+        """Make the `wait_for_commands` under way on this store object (or the next one)
+        return True at once: a poller that is told to poll now or to stop does not sleep
+        out its wait."""
+        self._listener.wake()
+
     def wake_work_waiters(self) -> None:
         """See `TaskStore.wake_work_waiters` (the waiters of this store object)."""
         self._work_listener.wake()

@@ -236,10 +236,12 @@ class LeaseKeeper:
         leased: dict[str, Any] = (
             {"lease_owner": lease.owner, "lease_until": lease.until} if renew else {}
         )
+        touched = renew
         for run in runs:
             status = run.status
             if status.is_terminal:
                 continue
+            touched = True
             if status in ACTIVE_STATUSES or status is _PAUSED:
                 snap = run.snapshot
                 writer.touch(
@@ -256,4 +258,5 @@ class LeaseKeeper:
         if renew:
             for holder in self._holders:
                 holder.renew(lease.until)
-        writer.request_flush()
+        if touched:  # an idle controller's tick wakes nothing else (writes wake the writer)
+            writer.request_flush()

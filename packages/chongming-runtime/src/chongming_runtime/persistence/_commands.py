@@ -120,11 +120,13 @@ class CommandPoller:
     def wake(self) -> None:
         """Poll now instead of at the next interval."""
         self._wake.set()
+        self._cut_store_wait_short()
 
     def stop(self, timeout: float = 5.0) -> None:
         """Stop polling and wait for the thread to finish."""
         self._stopped.set()
         self._wake.set()
+        self._cut_store_wait_short()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
@@ -213,13 +215,24 @@ class CommandPoller:
         A store that notifies of every command it takes (``wait_for_commands``) wakes
         the wait at once, so its fallback poll comes once a second (`NOTIFIED_POLL`), not
         at every poll interval: an idle controller then costs a query a second. A lost
-        listening connection wakes the wait at once (a notification may be lost)."""
+        listening connection wakes the wait at once (a notification may be lost). When
+        the store can also cut that wait short (``wake_command_waiters``), it is one wait;
+        otherwise it is made in slices of the poll interval, so that `wake` and `stop`
+        are heard."""
         waiter = getattr(self._store, "wait_for_commands", None)
         if not callable(waiter):
             self._wake.wait(self._interval)
             return
+        longest = max(self._interval, NOTIFIED_POLL)
+        if callable(getattr(self._store, "wake_command_waiters", None)):
+            # `wake` and `stop` cut the store's wait short: one wait, not ten a second
+            try:
+                waiter(longest)
+            except StoreError:
+                self._wake.wait(self._interval)
+            return
         # in slices of the poll interval, so that `wake` and `stop` are heard as before
-        deadline = time.monotonic() + max(self._interval, NOTIFIED_POLL)
+        deadline = time.monotonic() + longest
         while not self._wake.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
@@ -230,6 +243,15 @@ class CommandPoller:
             except StoreError:
                 self._wake.wait(self._interval)
                 return
+
+    def _cut_store_wait_short(self) -> None:
+        """Wake the store's wait for commands under way, when the store can."""
+        waker = getattr(self._store, "wake_command_waiters", None)
+        if callable(waker):
+            try:
+                waker()
+            except Exception:  # a closed store: the wait ends at its timeout
+                _log.debug("could not cut the command wait short", exc_info=True)
 
     def _poll_failed(self, exc: BaseException) -> None:
         """Log a failed round; record it for the operator once per run of the same error
