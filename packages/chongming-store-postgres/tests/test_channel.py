@@ -143,6 +143,26 @@ def test_wait_for_commands_wakes_when_another_store_submits(
     assert listener.wait_for_commands(0.3) is False
 
 
+def test_a_wait_for_commands_is_cut_short_by_wake_command_waiters(
+    store: PostgresTaskStore,
+) -> None:
+    """A poller told to poll now, or to stop, does not sleep out its wait (D162); a wake-up
+    with no wait under way makes the next wait return at once, and only that one."""
+    assert store.wait_for_commands(0) is False
+    woken: list[bool] = []
+    waiter = threading.Thread(target=lambda: woken.append(store.wait_for_commands(60)))
+    started = time.monotonic()
+    waiter.start()
+    store.wake_command_waiters()
+    waiter.join(BOUND)
+    assert woken == [True]
+    assert time.monotonic() - started < BOUND
+    store.wake_command_waiters()
+    store.wake_command_waiters()
+    assert store.wait_for_commands(BOUND) is True
+    assert store.wait_for_commands(0.2) is False
+
+
 def test_a_burst_of_commands_wakes_the_listener_at_most_once_each_then_goes_quiet(
     make_store: Callable[..., PostgresTaskStore],
 ) -> None:
