@@ -224,8 +224,8 @@ class WorkServer:
 
     def _wait_for_work(self) -> None:
         """Wait while nothing is claimable. A store that notifies (PostgreSQL) wakes the wait
-        on every enqueue, and one that watches (SQLite) ends each slice of the poll interval
-        with a look at whether anything was written: claims then come only after a change,
+        on every enqueue, and one that watches (SQLite) begins each slice of the poll
+        interval with a look at whether anything was written: claims come only after a change,
         or as a fallback (a task due later, a lost notification) once a second at most,
         and often enough to renew this worker's row. Any other store is polled."""
         store = self._store
