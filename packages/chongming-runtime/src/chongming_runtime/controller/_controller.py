@@ -208,6 +208,9 @@ class Controller:
         # dies with this process, so its bodies need not wait for it (D105)
         self._start_gate = None if self.store.writes_in_memory else StartGate(self._writer)
         self._admission = self._scheduler.admit  # one bound method shared by every run
+        self._stored_outcome = self.store.stored_outcome  # so are these (64 B a run each)
+        gate = self._start_gate
+        self._gates = None if gate is None else (gate.hand_off, gate.carry)
         self._listening: tuple[Controller] = (self,)
         self._pipelines = PipelineCoordinator(
             ControllerHost(
@@ -580,7 +583,7 @@ class Controller:
             machine=machine,
             listeners=self._listening,
             admission=self._admission,
-            stored_outcome=self.store.stored_outcome,  # the store decides a result (D68)
+            stored_outcome=self._stored_outcome,  # the store decides a result (D68)
             launch_gate=self._launch_gate(options["executor"], claimed=claimed),
         )
         # a submit or retry that passed the first check while close() took its list of
@@ -731,17 +734,15 @@ class Controller:
         A durable task claimed here launches only if its start went in under the claimed
         version: another writer that changed it first (a stop from another process of a
         task it found waiting) decides, and the run is stopped before its body begins."""
-        gate = self._start_gate
-        if gate is None:
-            if not claimed:
-                return None
-            # in memory too: the start of a claimed task must have won against any other
-            # writer of the row before its body begins
-            gate = StartGate(self._writer)
-        # a thread's launch only hands the body to another thread: the flush makes it
-        opened = gate.hand_off if type(executor) is ThreadExecutor else gate.carry
+        threads = type(executor) is ThreadExecutor
         if not claimed:
-            return opened
+            gates = self._gates
+            # a thread's launch only hands the body to another thread: the flush makes it
+            return None if gates is None else gates[0] if threads else gates[1]
+        # in memory too: the start of a claimed task must have won against any other
+        # writer of the row before its body begins
+        gate = self._start_gate if self._start_gate is not None else StartGate(self._writer)
+        opened = gate.hand_off if threads else gate.carry
 
         def launch_if_still_ours(task_id: str, version: int, launch: Callable[[], None]) -> None:
             def checked() -> None:
