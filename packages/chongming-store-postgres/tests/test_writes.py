@@ -175,3 +175,46 @@ def test_a_float_json_cannot_carry_sends_the_writes_one_by_one(store: PostgresTa
     odd = dataclasses.replace(distinct[1].snapshot, paused_seconds=float("inf"))
     writes = [distinct[0], SnapshotWrite(odd, None, distinct[1].transitions)]
     assert batch_params(writes, prepare(writes, store._q)) is None
+
+
+def test_a_single_write_sends_its_arrays_as_typed_text_and_reads_back_exactly(
+    store: PostgresTaskStore,
+) -> None:
+    """One write at a time sends its tags and its transitions' columns as arrays written by
+    the store's own dumpers (`_arrays`): every character that array text quotes, escapes
+    or could mistake for NULL reads back as given, in the row and in the history."""
+    import dataclasses
+    from datetime import datetime, timedelta, timezone
+
+    from chongming_core import Transition
+
+    odd = [
+        'quote " and \\ back',
+        "{brace},comma",
+        "NULL",
+        "",
+        " spaced ",
+        "同步 租户",
+        "line\nbreak\ttab",
+        "emoji 🚀",
+        "\x01\x1f",
+        "\\",
+        '"',
+    ]
+    zone = timezone(timedelta(hours=-3, minutes=-30))
+    for i, text in enumerate(odd):
+        built = build_task(f"a{i}", TaskStatus.SUCCEEDED)
+        transitions = tuple(
+            dataclasses.replace(
+                t,
+                actor=text or "x",
+                reason=None if j == 0 else text,
+                at=datetime(2026, 3, 4, 5, 6, 7, 123456 + j, tzinfo=zone),
+            )
+            for j, t in enumerate(built.transitions)
+        )
+        assert all(isinstance(t, Transition) for t in transitions)
+        snapshot = dataclasses.replace(built.snapshot, tags=frozenset({text, "plain"}))
+        assert store.save_many([SnapshotWrite(snapshot, None, transitions)]) == []
+        assert store.get(snapshot.task_id) == snapshot
+        assert store.history(snapshot.task_id) == list(transitions)

@@ -48,6 +48,7 @@ from chongming_core.backend import (
     read_text_set,
     shown,
 )
+from chongming_store_postgres._arrays import IntArray, TextArray, TimeArray
 from chongming_store_postgres._fetching import Unloadable
 
 __all__ = [
@@ -236,7 +237,7 @@ def snapshot_params(s: TaskSnapshot, stored_outcome: Callable[[Any], object]) ->
     outcome with the store's `stored_outcome`)."""
     tid = s.task_id
     what = f"task {tid!r}"
-    tags = sorted(s.tags)
+    tags = TextArray(sorted(s.tags))
     texts = [tid, *tags, *(getattr(s, name) or "" for name in _TEXT_FIELDS)]
     if _NUL in "".join(texts):  # one look for the usual case; the one at fault is named
         check_text(tid, "task id", task_id=tid)
@@ -406,14 +407,14 @@ def transition_arrays(transitions: Iterable[Transition]) -> dict[str, list[Any]]
     the same order and cannot deadlock.
     """
     arrays: dict[str, list[Any]] = {
-        "t_task_id": [],
-        "t_version": [],
-        "t_from": [],
-        "t_to": [],
-        "t_trigger": [],
-        "t_actor": [],
-        "t_reason": [],
-        "t_at": [],
+        "t_task_id": TextArray(),
+        "t_version": IntArray(),
+        "t_from": TextArray(),
+        "t_to": TextArray(),
+        "t_trigger": TextArray(),
+        "t_actor": TextArray(),
+        "t_reason": TextArray(),
+        "t_at": TimeArray(),
     }
     ordered = sorted(transitions, key=lambda t: (t.task_id, t.status_version))
     for t in ordered:
