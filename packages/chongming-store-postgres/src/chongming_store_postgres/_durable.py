@@ -40,6 +40,7 @@ from chongming_core.backend import (
     decode_row,
     shown,
 )
+from chongming_store_postgres._arrays import IntArray, TextArray
 from chongming_store_postgres._codec import check_text, dumps, snapshot_from_row
 from chongming_store_postgres._fetching import fetch_all, lenient_loaders
 from chongming_store_postgres._queries import Statements
@@ -81,8 +82,8 @@ def claim(
         params = {
             "owner": request.owner,
             "until": request.lease_until,
-            "task_ids": [s.task_id for s in chosen],
-            "versions": [s.status_version for s in chosen],
+            "task_ids": TextArray(s.task_id for s in chosen),
+            "versions": IntArray(s.status_version for s in chosen),
         }
         leased = {row[0] for row in conn.execute(q.lease_tasks, params).fetchall()}
         tagged = [s for s in chosen if s.task_id in leased and s.task_id in untagged and s.tags]
@@ -105,8 +106,8 @@ def _claim_now(conn: Conn, q: Statements, request: ClaimRequest) -> list[TaskSna
     if any("\x00" in name for name in request.names):
         return []  # no stored name can hold one
     params = {
-        "names": sorted(request.names),
-        "buckets": None if request.buckets is None else sorted(request.buckets),
+        "names": TextArray(sorted(request.names)),
+        "buckets": None if request.buckets is None else IntArray(sorted(request.buckets)),
         "now": request.now,
         "limit": request.limit,
         "owner": request.owner,
@@ -164,8 +165,8 @@ def _choose(
     counted = request.tag_room or request.fleet_limits or request.bucket_room is not None
     page = max(_MIN_PAGE, request.limit * _PAGE_FACTOR) if counted else request.limit
     params: dict[str, Any] = {
-        "names": sorted(request.names),
-        "buckets": None if request.buckets is None else sorted(request.buckets),
+        "names": TextArray(sorted(request.names)),
+        "buckets": None if request.buckets is None else IntArray(sorted(request.buckets)),
         "now": request.now,
         "after_seq": None,
         "after_priority": None,

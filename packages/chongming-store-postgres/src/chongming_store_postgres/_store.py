@@ -73,6 +73,7 @@ from chongming_core.backend import shown, stored_id, validate_keep_terminal, wak
 from chongming_store_postgres import _housekeeping as H
 from chongming_store_postgres import _queries as Q
 from chongming_store_postgres import _writes as W
+from chongming_store_postgres._arrays import IntArray, TextArray
 from chongming_store_postgres._codec import (
     check_text,
     command_cursor,
@@ -538,8 +539,8 @@ class PostgresTaskStore(TaskStore):
             "limit": max(0, limit),
             "task_ids": None
             if task_ids is None
-            else sorted(t for t in task_ids if "\x00" not in t),
-            "buckets": None if buckets is None else sorted(buckets),
+            else TextArray(sorted(t for t in task_ids if "\x00" not in t)),
+            "buckets": None if buckets is None else IntArray(sorted(buckets)),
         }
 
         def body(conn: Conn, retrying: bool) -> list[Command]:
