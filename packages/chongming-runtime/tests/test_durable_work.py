@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 import threading
@@ -469,3 +470,86 @@ def test_while_work_flows_slots_freed_one_at_a_time_are_claimed_together(
     for (_, ended, _, got), (began, _, limit, _) in itertools.pairwise(claims.calls):
         if got and began - ended < CLAIM_COOLDOWN:
             assert limit >= 2, claims.calls
+
+
+class StartsSeen:
+    """Wraps a store: the status of every task its claims returned, and every `starting`
+    transition its saves wrote."""
+
+    def __init__(self, store: TaskStore) -> None:
+        self.claimed: list[tuple[str, TaskStatus]] = []
+        self.saved_starts: list[str] = []
+        claim_tasks, save_many = store.claim_tasks, store.save_many
+
+        def claim(request: Any) -> Any:
+            found = claim_tasks(request)
+            self.claimed.extend((s.task_id, s.status) for s in found)
+            return found
+
+        def save(writes: Any) -> Any:
+            for write in writes:
+                self.saved_starts.extend(
+                    t.task_id for t in write.transitions if t.to_status is S.STARTING
+                )
+            return save_many(writes)
+
+        store.claim_tasks = claim  # type: ignore[method-assign]
+        store.save_many = save  # type: ignore[method-assign]
+
+
+def test_a_worker_claims_and_starts_a_task_in_one_write(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    """The claim writes the task's `starting` (D165): the body begins once the claim
+    returns, with the start already in the store, and no save writes it again."""
+    feeder = make(closer, shared(), owner="web")
+    ids = feeder.enqueue_many("seen", [(n,) for n in range(6)])
+    seen_in_store: dict[str, TaskStatus] = {}
+    store = shared()
+    starts = StartsSeen(store)
+
+    def seen(ctx: Any, n: int) -> int:
+        found = feeder.get(ctx.task_id)
+        assert found is not None
+        seen_in_store[ctx.task_id] = found.status
+        return n
+
+    worker = make(closer, store, owner="w1", max_parallel=2)
+    worker.register("seen", seen)
+    worker.serve()
+    for task_id in ids:
+        assert feeder.wait(task_id, timeout=WAIT).status is S.SUCCEEDED
+    assert sorted(starts.claimed) == sorted((task_id, S.STARTING) for task_id in ids)
+    assert starts.saved_starts == []
+    for task_id in ids:
+        assert seen_in_store[task_id] in {S.STARTING, S.RUNNING}  # durable before the body
+        moves = [(t.to_status, t.actor) for t in feeder.history(task_id)]
+        assert moves == [
+            (S.QUEUED, "web"),
+            (S.STARTING, "w1"),
+            (S.RUNNING, "w1"),
+            (S.SUCCEEDED, "w1"),
+        ]
+    assert worker._scheduler.active == 0  # every slot the claims took was given back
+    assert worker._claim_started == set()
+
+
+class LeasingOnly(InMemoryTaskStore):
+    """A store that leases what it claims and ignores `ClaimRequest.start` (as a store
+    written before it did)."""
+
+    def claim_tasks(self, request: Any) -> list[Any]:
+        return super().claim_tasks(dataclasses.replace(request, start=None))
+
+
+def test_a_store_that_only_leases_still_has_its_claims_started_once(closer: Closer) -> None:
+    store = LeasingOnly()
+    feeder = make(closer, store, owner="web")
+    ids = feeder.enqueue_many("double", [(n,) for n in range(5)])
+    worker = make(closer, store, owner="w1", max_parallel=2)
+    worker.register("double", lambda ctx, n: n * 2)
+    worker.serve()
+    assert [feeder.wait(t, timeout=WAIT).value for t in ids] == [0, 2, 4, 6, 8]
+    for task_id in ids:
+        moves = [t.to_status for t in feeder.history(task_id)]
+        assert moves == [S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]

@@ -40,6 +40,7 @@ from chongming_core._work import (
     WakeUp,
     WorkerRecord,
     choose_claims,
+    claim_writes,
     claimable,
     holds_fleet_slot,
     wakes_workers,
@@ -417,12 +418,11 @@ class InMemoryTaskStore(TaskStore):
                     if holds_fleet_slot(s, request.now):
                         for tag in s.tags & request.fleet_limits.keys():
                             fleet_active[tag] = fleet_active.get(tag, 0) + 1
-            claimed = []
-            for chosen in choose_claims(candidates, request, fleet_active):
-                leased = chosen.evolve(lease_owner=request.owner, lease_until=request.lease_until)
-                self._tasks[chosen.task_id] = leased
-                claimed.append(leased)
-            return claimed
+            writes = claim_writes(choose_claims(candidates, request, fleet_active), request)
+            for write in writes:
+                self._tasks[write.snapshot.task_id] = self._kept(write.snapshot)
+                self._append(write.transitions)
+            return [write.snapshot for write in writes]
 
     def release_claim(self, task_id: str, owner: str, version: int) -> bool:
         """See `TaskStore.release_claim`."""

@@ -21,6 +21,7 @@ from chongming_core._status import TaskStatus
 __all__ = [
     "AttemptRecord",
     "Progress",
+    "SnapshotWrite",
     "TaskSnapshot",
     "Transition",
     "format_time",
@@ -526,3 +527,12 @@ def paused_through(snapshot: TaskSnapshot, end: datetime) -> float:
 def snapshots_by_id(snapshots: Iterable[TaskSnapshot]) -> dict[str, TaskSnapshot]:
     """Index snapshots by task id."""
     return {s.task_id: s for s in snapshots}
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotWrite:
+    """One item of `TaskStore.save_many`: a create (``expect_version=None``) or a save."""
+
+    snapshot: TaskSnapshot
+    expect_version: int | None
+    transitions: tuple[Transition, ...] = ()

@@ -38,7 +38,7 @@ from typing import Any, ClassVar
 
 from chongming_core._errors import ConcurrencyConflict, ConfigurationError
 from chongming_core._json import portable_json
-from chongming_core._records import Progress, TaskSnapshot, Transition
+from chongming_core._records import Progress, SnapshotWrite, TaskSnapshot, Transition
 from chongming_core._status import TERMINAL_STATUSES, TaskStatus
 from chongming_core._work import ClaimRequest, WorkerRecord
 
@@ -135,15 +135,6 @@ class TaskQuery:
             if not any(needle in h.casefold() for h in haystacks):
                 return False
         return True
-
-
-@dataclass(frozen=True, slots=True)
-class SnapshotWrite:
-    """One item of `TaskStore.save_many`: a create (``expect_version=None``) or a save."""
-
-    snapshot: TaskSnapshot
-    expect_version: int | None
-    transitions: tuple[Transition, ...] = ()
 
 
 class _Unset(Enum):
@@ -545,13 +536,16 @@ class TaskStore(abc.ABC):
         ``limit``, ``tag_room``, ``bucket_room`` and ``fleet_limits``, the last counted
         over the whole store (`holds_fleet_slot`) so that no two claimers both see room.
 
-        Each chosen task gets ONE write fenced by its ``status_version``: ``lease_owner``
-        and ``lease_until`` are set, the status stays ``queued`` and the version is
-        unchanged, so the claimant's own `StateMachine` then moves it on with `save` under
-        that version. No task is ever claimed by two claimers at once.
+        Each chosen task gets ONE write fenced by its ``status_version`` (`claim_writes`):
+        without ``request.start``, ``lease_owner`` and ``lease_until`` are set, the status
+        stays ``queued`` and the version is unchanged, so the claimant's own
+        `StateMachine` then moves it on with `save` under that version; with it, the
+        write it returns (the task's ``starting`` and its transition) is applied in the
+        claim's transaction instead, and a task it declines is not claimed. No task is
+        ever claimed by two claimers at once.
 
         Returns:
-            The claimed snapshots (lease set), in claim order.
+            The claimed snapshots as written (leased, or started), in claim order.
 
         Raises:
             ConfigurationError: this store does not support durable work.

@@ -24,7 +24,7 @@ from typing import Any
 
 from chongming_core._errors import ConfigurationError
 from chongming_core._json import portable_json
-from chongming_core._records import TaskSnapshot
+from chongming_core._records import SnapshotWrite, TaskSnapshot
 from chongming_core._status import TaskStatus
 
 __all__ = [
@@ -35,6 +35,7 @@ __all__ = [
     "WorkerRecord",
     "choose_claims",
     "claim_tags",
+    "claim_writes",
     "claimable",
     "holds_fleet_slot",
     "lease_is_live",
@@ -98,6 +99,13 @@ class ClaimRequest:
             ``tag_room`` and ``fleet_limits``, and the claim writes them into the task.
         fleet_limits: store-wide limits per tag: the durable tasks holding ``t`` that hold
             a fleet slot (`holds_fleet_slot`) never exceed ``fleet_limits[t]``.
+        start: when given, the claim also starts what it takes, in the same transaction:
+            called with each chosen task as claimed (leased to ``owner``, its tags
+            filled in), it returns the write that starts it (the ``starting`` snapshot
+            at the next version, still leased, with its transition, fenced by the
+            claimed version), or None to leave that task unclaimed. The claim then
+            returns the started snapshots (`claim_writes`). A worker's body can begin as
+            soon as the claim returns: one commit, not a claim and then a start.
     """
 
     owner: str
@@ -110,9 +118,12 @@ class ClaimRequest:
     bucket_room: int | None = None
     fleet_limits: Mapping[str, int] = field(default_factory=dict)
     default_tags: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    start: Callable[[TaskSnapshot], SnapshotWrite | None] | None = None
 
     def __post_init__(self) -> None:
         _text(self.owner, "owner")
+        if self.start is not None and not callable(self.start):
+            raise ConfigurationError(f"start must be a callable or None, got {self.start!r}")
         given: object = self.names
         if isinstance(given, str) or not isinstance(given, Iterable):
             raise ConfigurationError(f"names must be a set of task names, got {given!r}")
@@ -248,6 +259,40 @@ def claim_tags(snapshot: TaskSnapshot, request: ClaimRequest) -> frozenset[str]:
     """The tags `snapshot` holds once `request` claims it: its own, or when it was enqueued
     with none, the claimant's registered tags of its name (``request.default_tags``)."""
     return snapshot.tags or request.default_tags.get(snapshot.name, frozenset())
+
+
+def claim_writes(chosen: Iterable[TaskSnapshot], request: ClaimRequest) -> list[SnapshotWrite]:
+    """The write a claim makes of each `chosen` task (as found, before the lease), in order:
+    the lease alone (the task stays ``queued`` at its version), or with ``request.start``
+    the write it returns (a task it declines is left out). Every write is fenced by the
+    version the task was chosen at.
+
+    Raises:
+        ConfigurationError: ``request.start`` returned a write of another task, of another
+            version, or one that does not keep the claimant's lease.
+    """
+    writes: list[SnapshotWrite] = []
+    for found in chosen:
+        leased = found.evolve(lease_owner=request.owner, lease_until=request.lease_until)
+        if request.start is None:
+            writes.append(SnapshotWrite(leased, found.status_version))
+            continue
+        write = request.start(leased)
+        if write is None:
+            continue
+        if (
+            not isinstance(write, SnapshotWrite)
+            or write.snapshot.task_id != found.task_id
+            or write.expect_version != found.status_version
+            or write.snapshot.lease_owner != request.owner
+        ):
+            raise ConfigurationError(
+                f"the claim's start of task {found.task_id!r} returned {write!r}: it must be a "
+                f"SnapshotWrite of that task, expecting version {found.status_version}, that "
+                f"keeps the lease of {request.owner!r}"
+            )
+        writes.append(write)
+    return writes
 
 
 def choose_claims(

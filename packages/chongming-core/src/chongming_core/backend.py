@@ -39,7 +39,8 @@ Values a store can keep
 
 Durable work
     `choose_claims` applies a `ClaimRequest`'s room to the candidates a store found
-    (`claimable`) and `claim_tags` the tags a claimed task holds (the claimant's
+    (`claimable`), `claim_writes` the write that leases (or starts) each chosen task,
+    and `claim_tags` the tags a claimed task holds (the claimant's
     registered tags when it was enqueued with none: the store writes them with the
     lease), `holds_fleet_slot` says which tasks count against a fleet limit,
     `FLEET_STATUSES` the statuses that always do, `lease_is_live` when a lease holds,
@@ -85,6 +86,7 @@ from chongming_core._work import ChangeSignals as ChangeSignals
 from chongming_core._work import WakeUp as WakeUp
 from chongming_core._work import choose_claims as choose_claims
 from chongming_core._work import claim_tags as claim_tags
+from chongming_core._work import claim_writes as claim_writes
 from chongming_core._work import claimable as claimable
 from chongming_core._work import holds_fleet_slot as holds_fleet_slot
 from chongming_core._work import lease_is_live as lease_is_live
@@ -104,6 +106,7 @@ __all__ = [
     "arguments_problem",
     "choose_claims",
     "claim_tags",
+    "claim_writes",
     "claimable",
     "decode_row",
     "format_time",

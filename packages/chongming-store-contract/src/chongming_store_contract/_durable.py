@@ -16,6 +16,7 @@ from chongming_core import (
     ClaimRequest,
     ConcurrencyConflict,
     ConfigurationError,
+    SnapshotWrite,
     StateMachine,
     TaskQuery,
     TaskSnapshot,
@@ -173,6 +174,73 @@ class DurableWorkContract(ContractBase):
         started = self.move(claimed[0], _start)  # the claimant moves on under that version
         expect_equal(present(self.store.get("a"), "a").status, _S.STARTING, "status")
         expect_equal(started.snapshot.lease_owner, "w1", "the claimant's lease owner")
+
+    def starter(self, declined: frozenset[str] = frozenset()) -> Any:
+        """A `ClaimRequest.start` that starts what it is given (as a worker's state machine
+        does), except the ids in `declined`; it keeps what it made in ``made``."""
+        made: dict[str, Any] = {}
+
+        def start(leased: TaskSnapshot) -> SnapshotWrite | None:
+            if leased.task_id in declined:
+                return None
+            machine = StateMachine(leased, clock=self.clock)
+            transition = machine.mark_starting(executor="thread", actor=leased.lease_owner or "w")
+            made[leased.task_id] = (machine.snapshot, transition)
+            return SnapshotWrite(machine.snapshot, leased.status_version, (transition,))
+
+        start.made = made  # type: ignore[attr-defined]
+        return start
+
+    def test_a_claim_that_starts_writes_the_start_with_the_lease(self) -> None:
+        """With ``start``, the claim writes what it returns in the claim's transaction:
+        the task is ``starting`` at the next version, leased, with its transition in the
+        history; a task it declines is neither leased nor started."""
+        if not self.durable():
+            return
+        self.enqueue("a", priority=1)
+        self.enqueue("b")
+        self.enqueue("c")
+        start = self.starter(declined=frozenset({"b"}))
+        request = self.request("w1", start=start)
+        claimed = self.store.claim_tasks(request)
+        expect_equal([s.task_id for s in claimed], ["a", "c"], "tasks claimed and started")
+        for got in claimed:
+            snapshot, transition = start.made[got.task_id]
+            expect_same_snapshot(got, snapshot, f"the claimed snapshot of {got.task_id}")
+            stored = present(self.store.get(got.task_id), got.task_id)
+            expect_same_snapshot(stored, snapshot, f"the stored snapshot of {got.task_id}")
+            expect_equal(
+                (stored.status, stored.lease_owner, stored.lease_until),
+                (_S.STARTING, "w1", request.lease_until),
+                "a started task's status and lease",
+            )
+            expect_equal(self.store.history(got.task_id)[-1], transition, "the start's record")
+        untouched = present(self.store.get("b"), "b")
+        expect_equal(
+            (untouched.status, untouched.lease_owner, untouched.status_version),
+            (_S.QUEUED, None, 1),
+            "a task the start declined",
+        )
+        expect_equal(self.claim_ids("w2"), ["b"], "the declined task is claimable")
+        expect_equal(self.claim_ids("w3", start=self.starter()), [], "started tasks, again")
+
+    def test_a_claim_whose_start_fails_claims_nothing(self) -> None:
+        if not self.durable():
+            return
+        self.enqueue("a")
+        self.enqueue("b")
+
+        def wrong(leased: TaskSnapshot) -> SnapshotWrite:
+            return SnapshotWrite(leased, leased.status_version + 1)  # not fenced by its version
+
+        with raises(ConfigurationError, "a start that returns a write under another version"):
+            self.store.claim_tasks(self.request("w1", start=wrong))
+        for task_id in ("a", "b"):
+            stored = present(self.store.get(task_id), task_id)
+            expect_equal(
+                (stored.status, stored.lease_owner), (_S.QUEUED, None), f"{task_id} after it"
+            )
+        expect_equal(self.claim_ids("w2"), ["a", "b"], "both are claimable")
 
     def test_claim_waits_for_run_at(self) -> None:
         if not self.durable():

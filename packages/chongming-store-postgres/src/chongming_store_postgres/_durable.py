@@ -9,10 +9,13 @@ A claim is one transaction:
    ``tasks_claim_idx``) ``FOR UPDATE SKIP LOCKED``: rows another claimer is taking
    are skipped, never waited for; more pages only while the room is not used up.
 3. The choice (`choose_claims`, the core's rule for every store), then one
-   ``UPDATE ... FROM unnest(...)`` that leases each chosen task fenced by its version.
+   ``UPDATE ... FROM unnest(...)`` that leases each chosen task fenced by its version;
+   or, when the request starts what it claims (`ClaimRequest.start`, a worker's claim),
+   the writes it returns, as one group-commit statement fenced by the same versions:
+   the claim then commits each task's ``starting`` with its lease (D165).
 
-With nothing to count but the limit, the claim is one statement (`CLAIM_NOW`) in
-autocommit: it chooses and leases in one round trip.
+With nothing to count but the limit and nothing to start, the claim is one statement
+(`CLAIM_NOW`) in autocommit: it chooses and leases in one round trip.
 
 Claims run on connections of their own that plan without sorting (``enable_sort=off``,
 `PostgresTaskStore._claims`): the only plan left for ``ORDER BY priority DESC, seq`` is
@@ -28,7 +31,7 @@ claim: 0.9 ms a one-row claim became 1.5 ms.)
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from chongming_core import ClaimRequest, ConfigurationError, TaskSnapshot, WorkerRecord
@@ -36,6 +39,7 @@ from chongming_core.backend import (
     FLEET_STATUSES,
     UnreadableRow,
     choose_claims,
+    claim_writes,
     claimable,
     decode_row,
     shown,
@@ -45,6 +49,7 @@ from chongming_store_postgres._codec import check_text, dumps, snapshot_from_row
 from chongming_store_postgres._fetching import fetch_all, lenient_loaders
 from chongming_store_postgres._queries import Statements
 from chongming_store_postgres._runner import Conn
+from chongming_store_postgres._writes import apply_writes, prepare
 
 __all__ = ["claim", "worker_from_row", "worker_params"]
 
@@ -54,16 +59,27 @@ _MIN_PAGE = 64
 #: The tasks a lost claim had leased (see the module docstring).
 _LEASED_BY_LOST_ATTEMPT: Final = """
 SELECT {task_columns} FROM {tasks}
-WHERE durable AND status = 'queued' AND lease_owner = %(owner)s AND lease_until = %(until)s
+WHERE durable AND status IN ('queued', 'starting')
+  AND lease_owner = %(owner)s AND lease_until = %(until)s
 ORDER BY priority DESC, seq"""
 
 
+#: A claim connection's writes are planned with sorting (`_start`).
+_SORT_AS_USUAL: Final = b"SET LOCAL enable_sort = on"
+
+
 def claim(
-    conn: Conn, q: Statements, schema: str, request: ClaimRequest, retrying: bool
+    conn: Conn,
+    q: Statements,
+    schema: str,
+    request: ClaimRequest,
+    retrying: bool,
+    stored_outcome: Callable[[Any], object],
 ) -> list[TaskSnapshot]:
-    """Choose and lease the tasks `request` claims, in one transaction of `conn`."""
+    """Choose and lease (or start) the tasks `request` claims, in one transaction of
+    `conn`; `stored_outcome` is the store's (a start is written as any save)."""
     counted = request.tag_room or request.fleet_limits or request.bucket_room is not None
-    if not retrying and not counted and not request.default_tags:
+    if not retrying and not counted and not request.default_tags and request.start is None:
         return _claim_now(conn, q, request)
     with conn.transaction():
         handed: list[TaskSnapshot] = []
@@ -79,6 +95,8 @@ def claim(
         chosen, untagged = _choose(conn, q, request, fleet_active)
         if not chosen:
             return handed
+        if request.start is not None:
+            return handed + _start(conn, q, request, chosen, stored_outcome)
         params = {
             "owner": request.owner,
             "until": request.lease_until,
@@ -96,6 +114,29 @@ def claim(
     return handed + [
         s.evolve(lease_owner=owner, lease_until=until) for s in chosen if s.task_id in leased
     ]
+
+
+def _start(
+    conn: Conn,
+    q: Statements,
+    request: ClaimRequest,
+    chosen: Sequence[TaskSnapshot],
+    stored_outcome: Callable[[Any], object],
+) -> list[TaskSnapshot]:
+    """Write the start of each chosen task (`ClaimRequest.start`), fenced by the version it
+    was chosen at: one statement for them all (`SAVE_BATCH`). The rows are locked by this
+    transaction, so no other writer comes between; a write that is refused all the same
+    leaves its task unclaimed."""
+    writes = claim_writes(chosen, request)
+    if not writes:
+        return []
+    prepared = prepare(writes, q, stored_outcome)
+    if len(writes) > 1:
+        # a batch is planned as any save: a claim connection plans without sorting, and
+        # the batch's join over its JSON rows would then scan the whole table for each one
+        conn.execute(_SORT_AS_USUAL)
+    outcomes = apply_writes(conn, q, writes, prepared, False)
+    return [w.snapshot for w, refused in zip(writes, outcomes, strict=True) if refused is None]
 
 
 def _claim_now(conn: Conn, q: Statements, request: ClaimRequest) -> list[TaskSnapshot]:

@@ -657,7 +657,7 @@ class PostgresTaskStore(TaskStore):
             return []
 
         def body(conn: Conn, retrying: bool) -> list[TaskSnapshot]:
-            return claim(conn, self._q, self._schema, request, retrying)
+            return claim(conn, self._q, self._schema, request, retrying, self.stored_outcome)
 
         return self._claims().run(f"claiming tasks for {request.owner!r}", body)
 

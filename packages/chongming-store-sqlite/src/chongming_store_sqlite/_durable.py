@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from chongming_core import ClaimRequest, ConfigurationError, TaskSnapshot, WorkerRecord
@@ -25,6 +25,7 @@ from chongming_core.backend import (
     UnreadableRow,
     WakeUp,
     choose_claims,
+    claim_writes,
     claimable,
     decode_row,
     holds_fleet_slot,
@@ -33,8 +34,16 @@ from chongming_core.backend import (
     wakes_workers,
 )
 from chongming_store_sqlite import _schema as sql
-from chongming_store_sqlite._codec import SNAPSHOT_COLUMNS, dumps, iso, micros, snapshot_from_row
+from chongming_store_sqlite._codec import (
+    SNAPSHOT_COLUMNS,
+    dumps,
+    encode_snapshot,
+    iso,
+    micros,
+    snapshot_from_row,
+)
 from chongming_store_sqlite._fetching import fetch_all
+from chongming_store_sqlite._writes import apply_writes
 
 __all__ = ["Signals", "any_candidate", "claim", "signals_for", "worker_from_row", "worker_row"]
 
@@ -85,8 +94,13 @@ def any_candidate(conn: sqlite3.Connection, request: ClaimRequest) -> bool:
     return bool(fetch_all(conn, _ANY_CANDIDATE, (names, buckets, buckets, now_us, now_us)))
 
 
-def claim(conn: sqlite3.Connection, request: ClaimRequest) -> list[TaskSnapshot]:
-    """Choose and lease the tasks `request` claims (inside the caller's write transaction)."""
+def claim(
+    conn: sqlite3.Connection,
+    request: ClaimRequest,
+    stored_outcome: Callable[[object], object],
+) -> list[TaskSnapshot]:
+    """Choose and lease (or start) the tasks `request` claims, inside the caller's write
+    transaction; `stored_outcome` is the store's (a start is written as any save)."""
     if request.limit <= 0 or not request.names:
         return []
     now_us = micros(request.now, "now")
@@ -113,6 +127,16 @@ def claim(conn: sqlite3.Connection, request: ClaimRequest) -> list[TaskSnapshot]
             break
         last = rows[-1]
         after = (int(last[12]), int(last[0]))  # the priority column, then seq
+    if request.start is not None:
+        writes = claim_writes(chosen, request)
+        items = [
+            encode_snapshot(w.snapshot, w.expect_version, w.transitions, stored_outcome)
+            for w in writes
+        ]
+        conflicts = apply_writes(conn, items)
+        if conflicts:  # never under BEGIN IMMEDIATE: nothing else writes meanwhile
+            raise conflicts[0]
+        return [w.snapshot for w in writes]
     until_iso, until_us = (
         iso(request.lease_until, "lease_until"),
         micros(request.lease_until, "lease_until"),

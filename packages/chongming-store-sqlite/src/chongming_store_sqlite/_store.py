@@ -589,7 +589,7 @@ class SqliteTaskStore(TaskStore):
             if not any_candidate(conn, request):
                 return []
         with self._writing(f"claiming tasks for {request.owner!r}") as conn:
-            return claim(conn, request)
+            return claim(conn, request, self.stored_outcome)
 
     def release_claim(self, task_id: str, owner: str, version: int) -> bool:
         """See `TaskStore.release_claim`."""

@@ -40,6 +40,7 @@ from chongming_core import (
     ConfigurationError,
     InMemoryTaskStore,
     RetryPolicy,
+    SnapshotWrite,
     StateMachine,
     TaskQuery,
     TaskSnapshot,
@@ -97,6 +98,12 @@ _log = logging.getLogger("chongming_task.controller")
 def default_owner() -> str:
     """``host:pid`` — who this process is, as written into leases and commands."""
     return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _arguments(snapshot: TaskSnapshot) -> tuple[tuple[Any, ...], dict[str, Any]]:
+    """The positional and keyword arguments stored with a durable task."""
+    arguments = snapshot.arguments or {}
+    return tuple(arguments.get("args", ())), dict(arguments.get("kwargs", {}))
 
 
 class Controller:
@@ -263,6 +270,10 @@ class Controller:
         self._fleet_limits = fleet_limits_of(fleet_limits)
         self._poll_interval = poll_interval
         self._server: WorkServer | None = None
+        #: the starts prepared for the claim under way, by task id (the serving thread)
+        self._starting_claims: dict[str, tuple[RegisteredTask, dict[str, Any], StateMachine]] = {}
+        #: tasks whose `starting` the claim wrote, until the run tells it (`on_transition`)
+        self._claim_started: set[str] = set()
         if serve:
             self.serve()
         if not self._ownership.owns_all_buckets or owned_buckets is not None:
@@ -490,6 +501,8 @@ class Controller:
                 buckets=self._ownership.query_buckets(),
                 room=self._scheduler.claim_room,
                 take=self._take_claimed,
+                start=self._start_claimed,
+                forget_starts=self._starting_claims.clear,
                 fleet_limits=self._fleet_limits,
                 capacity={
                     "max_parallel": self.concurrency.max_parallel,
@@ -518,13 +531,12 @@ class Controller:
         """True while this controller claims durable work (`serve`)."""
         return self._server is not None and self._server.serving
 
-    def _take_claimed(self, snapshot: TaskSnapshot) -> None:
-        """Make a durable task this controller claimed a run of its own, and start it."""
+    def _claimed_machine(
+        self, snapshot: TaskSnapshot
+    ) -> tuple[RegisteredTask, dict[str, Any], StateMachine]:
+        """The registration, options and state machine of a durable task claimed here."""
         registered = self._registry.get(snapshot.name)
         options = self._options.for_claimed(registered, snapshot)
-        arguments = snapshot.arguments or {}
-        args = tuple(arguments.get("args", ()))
-        kwargs = dict(arguments.get("kwargs", {}))
         # its trajectory so far stays in the store: `history()` reads it there (D149)
         machine = StateMachine(
             snapshot.evolve(
@@ -534,9 +546,58 @@ class Controller:
             ),
             clock=self.clock,
         )
-        run = self._make_run(registered.fn, machine, args, kwargs, options, claimed=True)
-        self._writer.adopt(snapshot.task_id, snapshot.status_version)
-        run.start_unless_ended()
+        return registered, options, machine
+
+    def _start_claimed(self, snapshot: TaskSnapshot) -> SnapshotWrite | None:
+        """The write that starts a durable task as the store claims it for this controller
+        (`ClaimRequest.start`, D165): its ``starting`` goes in with the claim, in one
+        commit, and its body begins as soon as the claim returns. None (left unclaimed)
+        when it cannot be started here; what stopped it is noted."""
+        try:
+            registered, options, machine = self._claimed_machine(snapshot)
+            transition = machine.mark_starting(executor=options["executor"].name, actor=self.owner)
+        except Exception as exc:  # e.g. its attempts are spent: it stays for reconcile()
+            self._writer.note(
+                "claim_tasks",
+                f"a claimable task cannot be started here, so it was left unclaimed: "
+                f"{type(exc).__name__}: {exc}",
+                (snapshot.task_id,),
+            )
+            return None
+        self._starting_claims[snapshot.task_id] = (registered, options, machine)
+        return SnapshotWrite(machine.snapshot, snapshot.status_version, (transition,))
+
+    def _take_claimed(self, snapshot: TaskSnapshot) -> None:
+        """Make a durable task this controller claimed a run of its own, and start it: one
+        the claim started (`_start_claimed`) holds its slot and carries its body at once;
+        one only leased (a store that does not start what it claims) is admitted and moves
+        to ``starting`` itself."""
+        task_id = snapshot.task_id
+        prepared = self._starting_claims.pop(task_id, None)
+        if prepared is None or not (
+            snapshot.status is _STARTING and snapshot.status_version == prepared[2].version
+        ):
+            registered, options, machine = self._claimed_machine(snapshot)
+            run = self._make_run(registered.fn, machine, *_arguments(snapshot), options,
+                                 claimed=True)  # fmt: skip
+            self._writer.adopt(task_id, snapshot.status_version)
+            run.start_unless_ended()
+            return
+        registered, options, machine = prepared
+        # in this order, before any other thread can reach the run: its next write is a
+        # compare-and-set under the claimed start, its `starting` is not written again
+        # (`on_transition`), and it holds its slot before a stop could account for it
+        self._writer.adopt(task_id, snapshot.status_version)
+        self._claim_started.add(task_id)
+        self._scheduler.hold(task_id, machine.snapshot.tags, machine.snapshot.bucket)
+        try:
+            run = self._make_run(registered.fn, machine, *_arguments(snapshot), options,
+                                 claimed=True, claim_started=True)  # fmt: skip
+        except BaseException:
+            self._claim_started.discard(task_id)
+            self._scheduler.unhold(task_id)
+            raise
+        run.launch_claimed()
 
     def _new_task_id(self, name: str, task_id: str | None) -> str:
         if task_id is None:
@@ -566,6 +627,7 @@ class Controller:
         replacing: TaskRun | None = None,
         pipeline_node: bool = False,
         claimed: bool = False,
+        claim_started: bool = False,
     ) -> TaskRun:
         run = TaskRun(
             fn,
@@ -589,6 +651,11 @@ class Controller:
         # a submit or retry that passed the first check while close() took its list of
         # runs would make one that close() never waits for
         check = None if pipeline_node else self._refuse_if_closing
+        if claim_started:
+            run.take_claimed_start()
+            # the claim started it: it is taken even while closing (close() joins the
+            # serving thread before it takes its list of runs)
+            check = None
         self._held.add(run, replacing=replacing, check=check)
         return run
 
@@ -787,6 +854,12 @@ class Controller:
         """
         status = transition.to_status
         terminal = status.is_terminal
+        if status is _STARTING and self._claim_started:
+            try:
+                self._claim_started.remove(snapshot.task_id)
+                return  # the claim wrote it (D165); it holds the slot `Scheduler.hold` gave
+            except KeyError:
+                pass
         if not terminal:
             self._writer.record(snapshot, (transition,))
         if status is _STARTING or status is _RUNNING:

@@ -124,6 +124,19 @@ class Scheduler:
             return
         self.dispatch(startable)
 
+    def hold(self, task_id: str, tags: Iterable[str], bucket: int | None) -> None:
+        """Take the slot of a task whose start a worker's claim wrote (D165): it was
+        claimed within `claim_room`, and it is ``starting`` here whatever comes next; its
+        end gives the slot back as any run's does (`account`)."""
+        with self.lock:
+            self._capacity.acquire(task_id, frozenset(tags), bucket)
+
+    def unhold(self, task_id: str) -> None:
+        """Give back a slot `hold` took for a run that could not be made; start what fits."""
+        with self.lock:
+            startable = self.startable() if self._capacity.release(task_id) else []
+        self.dispatch(startable)
+
     def close(self, reason: str) -> None:
         """Start nothing from now on; a run admitted later is stopped with `reason`."""
         with self.lock:

@@ -7,12 +7,15 @@ One background thread, ``chongming-serve``, loops:
 2. claim: one `TaskStore.claim_tasks` for the names this controller registered, the
    buckets it owns and its room, with the store-wide `fleet_limits`; the store decides
    who wins (a write fenced by the task's version that makes this controller the lease
-   holder), so no task is ever run by two workers;
+   holder), so no task is ever run by two workers. The request's ``start`` (the
+   controller's) makes each task's ``starting`` as the claim takes it, and the store
+   writes it with the lease, in the claim's transaction (D165);
 3. take: each claimed task becomes a `TaskRun` of this controller (its registration
    gives the body, retry policy and timeouts; the store gives the arguments and the
-   trajectory so far) and is admitted like a submission; from then on it is a task held
-   here: leases, stop, pause, retries, the start gate (its ``starting`` is a
-   compare-and-set under the claimed version);
+   trajectory so far), holding its slot, and its body is carried at once: its start is
+   durable already. From then on it is a task held here: leases, stop, pause, retries.
+   (A store that only leases what it claims returns it ``queued``: the run is then
+   admitted like a submission and writes its ``starting`` under the claimed version);
 4. wait: when work flowed and room is left, claim again at once (but with fewer than
    half the slots free, not before `CLAIM_COOLDOWN` after the last claim that found
    work, so slots freed one by one are claimed together); with no room, until a slot
@@ -40,7 +43,9 @@ from datetime import datetime, timedelta
 from chongming_core import (
     ClaimRequest,
     Clock,
+    SnapshotWrite,
     TaskSnapshot,
+    TaskStatus,
     TaskStore,
     WorkerRecord,
 )
@@ -79,6 +84,11 @@ class WorkServer:
         buckets: the owned buckets (None: every bucket).
         room: the room for new work now.
         take: makes a claimed task a run of this controller; raises when it cannot.
+        start: the write that starts a task as the claim takes it (`ClaimRequest.start`:
+            the claim writes its ``starting``, so its body begins once the claim returns),
+            or None to have the claim lease only.
+        forget_starts: drops what `start` prepared for tasks the claim did not return
+            (called after every claim).
         fleet_limits: store-wide units per tag.
         capacity: what the worker row says of its room (JSON).
         interval: the longest wait between two claims while idle.
@@ -97,6 +107,8 @@ class WorkServer:
         buckets: frozenset[int] | None,
         room: Room,
         take: Callable[[TaskSnapshot], None],
+        start: Callable[[TaskSnapshot], SnapshotWrite | None] | None = None,
+        forget_starts: Callable[[], None] = lambda: None,
         fleet_limits: Mapping[str, int],
         capacity: Mapping[str, object],
         interval: float,
@@ -111,6 +123,8 @@ class WorkServer:
         self._buckets = buckets
         self._room = room
         self._take = take
+        self._start = start
+        self._forget_starts = forget_starts
         self._fleet = dict(fleet_limits)
         self._capacity = dict(capacity)
         self._interval = interval
@@ -213,11 +227,15 @@ class WorkServer:
             tag_room=tag_room,
             fleet_limits=self._fleet,
             default_tags=self._default_tags(),
+            start=self._start,
         )
-        claimed = self._store.claim_tasks(request)
-        self._claimed_at = time.monotonic() if claimed else None
-        for snapshot in claimed:
-            self._take_one(snapshot)
+        try:
+            claimed = self._store.claim_tasks(request)
+            self._claimed_at = time.monotonic() if claimed else None
+            for snapshot in claimed:
+                self._take_one(snapshot)
+        finally:
+            self._forget_starts()
         self.claimed += len(claimed)
         if not claimed:  # when work flows, the next claim is made at once, as room allows
             self._wait_for_work()
@@ -257,7 +275,18 @@ class WorkServer:
     def _take_one(self, snapshot: TaskSnapshot) -> None:
         try:
             self._take(snapshot)
-        except Exception as exc:  # it cannot run here: give it back for another worker
+        except Exception as exc:
+            if snapshot.status is not TaskStatus.QUEUED:
+                # the claim started it here: nobody else may run this attempt; its lease
+                # is not renewed, and once it runs out `reconcile()` marks it lost
+                self._note(
+                    "claim_tasks",
+                    f"a task the claim started could not be run here; reconcile() marks it "
+                    f"lost once its lease runs out: {type(exc).__name__}: {exc}",
+                    (snapshot.task_id,),
+                )
+                return
+            # it cannot run here: give it back for another worker
             self._note(
                 "claim_tasks",
                 f"a claimed task could not be taken here, so it was given back: "

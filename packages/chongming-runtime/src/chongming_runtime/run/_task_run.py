@@ -166,8 +166,9 @@ class TaskRun:
 
     The methods a controller's collaborators call besides those (`admit_now`, `kick`,
     `needs_slot`, `scheduling_snapshot`, `when_body_returns`, `hold_finish` for its
-    scheduler; `start_unless_ended`, `recipe`, `pause_without_waiting` and
-    `start_origin` for the controller and its pipelines) are that narrow interface:
+    scheduler; `start_unless_ended`, `take_claimed_start`, `launch_claimed`, `recipe`,
+    `pause_without_waiting` and `start_origin` for the controller and its pipelines)
+    are that narrow interface:
     an application starts, waits, stops, pauses and resumes, and needs none of them.
 
     Args:
@@ -517,6 +518,44 @@ class TaskRun:
         except ConfigurationError:
             if not self._machine.status.is_terminal:
                 raise
+
+    def take_claimed_start(self) -> None:
+        """Take on the ``starting`` a worker's claim wrote for this run (D165): the run is
+        started, its attempt is built now and that transition is the first thing its
+        listeners are told; `launch_claimed` then carries the body. Call once, before any
+        other thread can reach the run (as `_next_attempt` does under the lock).
+
+        Raises:
+            ConfigurationError: the run was started already, or its machine's last
+                transition is not a ``starting``.
+        """
+        with self._lock:
+            machine = self._machine
+            last = machine.transitions[-1] if machine.transitions else None
+            if (
+                self._start_requested
+                or machine.status is not _S.STARTING
+                or last is None
+                or last.to_status is not _S.STARTING
+            ):
+                raise ConfigurationError(
+                    f"task {self._task_id!r} has no claimed start to take: it is "
+                    f"{machine.status.value}"
+                )
+            self._start_requested = True
+            if self._timeout.start is not None:  # it covers the attempt until its body begins
+                self._deadlines_made().arm_start()
+            self._attempt = self._new_attempt()
+            self._record(last)
+
+    def launch_claimed(self) -> None:
+        """Tell the claimed start and carry the body through the launch gate (after
+        `take_claimed_start`); an attempt a stop ended meanwhile is not carried (D92)."""
+        with self._lock:
+            attempt = self._attempt
+        self._deliver()
+        if attempt is not None:
+            self._launch(attempt)
 
     def dispatch(self) -> None:
         """Admit the next attempt (for schedulers that passed ``admission=``).
