@@ -142,6 +142,38 @@ def test_every_third_of_the_lease_every_unfinished_run_and_holder_is_renewed() -
     assert holder.renewals == [until]
 
 
+def test_a_tick_that_renews_nothing_reads_only_the_runs_holding_a_slot() -> None:
+    """A controller may hold thousands of queued runs: a tick that renews nothing asks
+    only for the runs holding a slot; every third of the lease it asks for them all."""
+    clock = FakeClock()
+    sink = Sink()
+    running, queued = FakeRun("running", S.RUNNING), FakeRun("queued", S.QUEUED)
+    asked: list[str] = []
+
+    def every_run() -> list[TouchedRun]:
+        asked.append("all")
+        return [running, queued]
+
+    def executing() -> list[TouchedRun]:
+        asked.append("executing")
+        return [running]
+
+    keeper = LeaseKeeper(
+        Lease("node-1", clock, TTL),
+        clock=clock,
+        interval=1.0,
+        writer=sink,
+        runs=every_run,
+        executing=executing,
+    )
+    keeper.start()
+    for _ in range(10):
+        clock.advance(1)
+    assert asked == ["executing"] * 9 + ["all"]  # the tenth second renews the lease
+    renewed = {t: u.fields().get("lease_until") for t, u in sink.take().items()}
+    assert renewed == {t: clock.now() + timedelta(seconds=TTL) for t in ("running", "queued")}
+
+
 def test_a_tick_that_raises_is_recorded_and_the_next_one_runs() -> None:
     clock = FakeClock()
     sink = Sink()

@@ -88,6 +88,10 @@ class Capacity:
                 free = min(free, limit - self._per_tag.get(tag, 0))
         return max(0, free)
 
+    def holders(self) -> list[str]:
+        """The task ids holding a slot (not the keys of abandoned bodies: `rekey`)."""
+        return [key for key in self._holds if "\x00" not in key]
+
     def acquire(self, task_id: str, tags: Iterable[str], bucket: int | None) -> None:
         """Take a slot (and the bucket slot and resource units) for `task_id`."""
         if task_id in self._holds:

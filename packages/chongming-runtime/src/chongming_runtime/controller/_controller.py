@@ -210,6 +210,7 @@ class Controller:
             interval=self.touch_interval,
             writer=self._writer,
             runs=self._held.unfinished,
+            executing=self._executing_runs,
         )
         # a body begins once its task's row is in the store; an in-memory store lives and
         # dies with this process, so its bodies need not wait for it (D105)
@@ -658,6 +659,11 @@ class Controller:
             check = None
         self._held.add(run, replacing=replacing, check=check)
         return run
+
+    def _executing_runs(self) -> list[TaskRun]:
+        """The runs holding an execution slot (what a touch that renews nothing writes)."""
+        found = (self._held.get(task_id) for task_id in self._scheduler.holding())
+        return [run for run in found if run is not None]
 
     def _refuse_if_closing(self) -> None:
         """Raise the error of a submit after `close()` began (checked again under the lock

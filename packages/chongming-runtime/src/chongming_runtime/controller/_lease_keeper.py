@@ -5,7 +5,7 @@ it vouches for the task. Every snapshot the store writer takes is stamped with i
 (D26, D42).
 
 `LeaseKeeper` is the touch timer: every `touch_interval` it writes the progress,
-heartbeats and pids of the active runs through the writer's ``touch``, and every
+heartbeats and pids of the runs holding a slot through the writer's ``touch``, and every
 ``lease_ttl / 3`` it renews the lease and writes it for every held task — the
 runs, and whatever its holders keep (pipeline nodes not yet released). A tick
 that meets a failure is logged and recorded, and the next one is armed all the
@@ -152,7 +152,10 @@ class LeaseKeeper:
         clock: arms the timer.
         interval: seconds between ticks (the touch interval).
         writer: takes the touches, and records what a tick met (`persist_failures`).
-        runs: the unfinished runs held here (each tick asks).
+        runs: the unfinished runs held here (a tick that renews the lease asks).
+        executing: the runs holding an execution slot (the other ticks ask: only a body
+            reports progress and heartbeats, and a controller may hold thousands of
+            queued runs); None: `runs` at every tick.
     """
 
     def __init__(
@@ -163,12 +166,14 @@ class LeaseKeeper:
         interval: float,
         writer: TouchSink,
         runs: Callable[[], Sequence[TouchedRun]],
+        executing: Callable[[], Sequence[TouchedRun]] | None = None,
     ) -> None:
         self.lease = lease
         self.interval = interval
         self._clock = clock
         self._writer = writer
         self._runs = runs
+        self._executing = executing if executing is not None else runs
         self._lock = threading.Lock()
         self._holders: list[LeaseHolder] = []
         self._on_taken: list[Callable[[str, str | None], None]] = []
@@ -219,7 +224,10 @@ class LeaseKeeper:
             if self._stopped:
                 return
         try:
-            self._touch_all(self._runs())
+            # (a renewal that falls due between this look and the one in `_touch_all`
+            # skips the queued runs once: the next renewal, a third of a lease later,
+            # writes theirs before the lease they carry runs out)
+            self._touch_all(self._runs() if self.lease.due else self._executing())
         except BaseException as exc:
             carry_on("the touch timer", exc, _log, self._writer.note)
         finally:

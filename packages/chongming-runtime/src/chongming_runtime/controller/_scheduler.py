@@ -88,6 +88,12 @@ class Scheduler:
         with self.lock:
             return self._capacity.room(tags, bucket)
 
+    def holding(self) -> list[str]:
+        """The ids of the tasks holding an execution slot (a lost task whose abandoned
+        body still executes is not among them: it ended)."""
+        with self.lock:
+            return self._capacity.holders()
+
     def claim_room(self) -> tuple[int, dict[str, int]]:
         """Room for durable work this process may claim now: the free slots not promised
         to a task already queued here, and for each limited tag the units neither held
