@@ -14,11 +14,8 @@ A claim is one transaction:
    the writes it returns, as one group-commit statement fenced by the same versions:
    the claim then commits each task's ``starting`` with its lease (D165).
 
-With nothing to count but the limit, the claim is one statement (`CLAIM_NOW`) in
-autocommit: it chooses and leases in one round trip; a request that starts what it
-claims then writes the starts as one group-commit statement of the store's own pool
-(`PostgresTaskStore.claim_tasks`, D167): two statements and no transaction held open
-across Python, where the transaction above takes four round trips.
+With nothing to count but the limit and nothing to start, the claim is one statement
+(`CLAIM_NOW`) in autocommit: it chooses and leases in one round trip.
 
 Claims run on connections of their own that plan without sorting (``enable_sort=off``,
 `PostgresTaskStore._claims`): the only plan left for ``ORDER BY priority DESC, seq`` is
@@ -54,7 +51,7 @@ from chongming_store_postgres._queries import Statements
 from chongming_store_postgres._runner import Conn
 from chongming_store_postgres._writes import apply_writes, prepare
 
-__all__ = ["claim", "is_plain", "worker_from_row", "worker_params"]
+__all__ = ["claim", "worker_from_row", "worker_params"]
 
 _PAGE_FACTOR = 4
 _MIN_PAGE = 64
@@ -71,13 +68,6 @@ ORDER BY priority DESC, seq"""
 _SORT_AS_USUAL: Final = b"SET LOCAL enable_sort = on"
 
 
-def is_plain(request: ClaimRequest) -> bool:
-    """Whether `request` has nothing to count but its limit (no tag, bucket or fleet room,
-    no claimant's tags to write): `CLAIM_NOW` chooses and leases it in one statement."""
-    counted = request.tag_room or request.fleet_limits or request.bucket_room is not None
-    return not counted and not request.default_tags
-
-
 def claim(
     conn: Conn,
     q: Statements,
@@ -88,7 +78,8 @@ def claim(
 ) -> list[TaskSnapshot]:
     """Choose and lease (or start) the tasks `request` claims, in one transaction of
     `conn`; `stored_outcome` is the store's (a start is written as any save)."""
-    if not retrying and is_plain(request) and request.start is None:
+    counted = request.tag_room or request.fleet_limits or request.bucket_room is not None
+    if not retrying and not counted and not request.default_tags and request.start is None:
         return _claim_now(conn, q, request)
     with conn.transaction():
         handed: list[TaskSnapshot] = []

@@ -69,13 +69,7 @@ from chongming_core import (
     UnreadableRow,
     WorkerRecord,
 )
-from chongming_core.backend import (
-    claim_writes,
-    shown,
-    stored_id,
-    validate_keep_terminal,
-    wakes_workers,
-)
+from chongming_core.backend import shown, stored_id, validate_keep_terminal, wakes_workers
 from chongming_store_postgres import _housekeeping as H
 from chongming_store_postgres import _queries as Q
 from chongming_store_postgres import _writes as W
@@ -100,7 +94,7 @@ from chongming_store_postgres._dsn import (
     redact_dsn,
     validate_options,
 )
-from chongming_store_postgres._durable import claim, is_plain, worker_from_row, worker_params
+from chongming_store_postgres._durable import claim, worker_from_row, worker_params
 from chongming_store_postgres._errors import ErrorContext
 from chongming_store_postgres._fetching import fetch_all
 from chongming_store_postgres._listen import (
@@ -662,44 +656,10 @@ class PostgresTaskStore(TaskStore):
         if request.limit <= 0 or not request.names:
             return []
 
-        # a plain claim that starts what it takes leases in one statement, then starts
-        plain = request.start is not None and is_plain(request)
-        asked = dataclasses.replace(request, start=None) if plain else request
-
         def body(conn: Conn, retrying: bool) -> list[TaskSnapshot]:
-            return claim(conn, self._q, self._schema, asked, retrying, self.stored_outcome)
+            return claim(conn, self._q, self._schema, request, retrying, self.stored_outcome)
 
-        claimed = self._claims().run(f"claiming tasks for {request.owner!r}", body)
-        if not plain or not claimed:
-            return claimed
-        return self._start_leased(claimed, request)
-
-    def _start_leased(
-        self, leased: list[TaskSnapshot], request: ClaimRequest
-    ) -> list[TaskSnapshot]:
-        """Write the starts of the tasks a plain claim leased (`ClaimRequest.start`, D167):
-        one group-commit statement, each write fenced by the version the task was leased
-        at, so a stop that came between wins and the task is not claimed. A task the start
-        declines is given back at once, and all of them when the start raises."""
-        pending = [s for s in leased if s.status is TaskStatus.QUEUED]
-        ready = [s for s in leased if s.status is not TaskStatus.QUEUED]  # a lost attempt's
-        try:
-            writes = claim_writes(pending, request)
-        except BaseException:
-            self._give_back(pending, request.owner)
-            raise
-        started = {w.snapshot.task_id for w in writes}
-        self._give_back([s for s in pending if s.task_id not in started], request.owner)
-        if not writes:
-            return ready
-        conflicts = self._write(writes, f"starting {len(writes)} tasks claimed")
-        refused = {c.task_id for c in conflicts}
-        return ready + [w.snapshot for w in writes if w.snapshot.task_id not in refused]
-
-    def _give_back(self, leased: list[TaskSnapshot], owner: str) -> None:
-        """Clear the leases of claimed tasks that will not be started (`release_claim`)."""
-        for task in leased:
-            self.release_claim(task.task_id, owner, task.status_version)
+        return self._claims().run(f"claiming tasks for {request.owner!r}", body)
 
     def release_claim(self, task_id: str, owner: str, version: int) -> bool:
         """See `TaskStore.release_claim`. Notifies `work_channel` when it gave a task back."""
