@@ -553,3 +553,40 @@ def test_a_store_that_only_leases_still_has_its_claims_started_once(closer: Clos
     for task_id in ids:
         moves = [t.to_status for t in feeder.history(task_id)]
         assert moves == [S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
+
+
+def test_a_started_task_this_controller_did_not_start_is_refused_not_left_starting(
+    closer: Closer,
+) -> None:
+    """A claim that hands back a task already `starting` under another start than this
+    controller's is refused at the take (the serving loop notes it, and its lease runs
+    out for `reconcile()`), never made a run that waits for a start that never comes."""
+    from chongming_core import ClaimRequest, SnapshotWrite, StateMachine
+
+    store = InMemoryTaskStore()
+    feeder = make(closer, store, owner="web")
+    task_id = feeder.enqueue("double", 2)
+    worker = make(closer, store, owner="w1")
+    worker.register("double", lambda ctx, n: n * 2)
+
+    def foreign(leased: Any) -> SnapshotWrite:
+        machine = StateMachine(leased)
+        transition = machine.mark_starting(executor="thread", actor="w1")
+        return SnapshotWrite(machine.snapshot, leased.status_version, (transition,))
+
+    now = worker.clock.now()
+    (started,) = store.claim_tasks(
+        ClaimRequest(
+            owner="w1",
+            names=frozenset({"double"}),
+            buckets=None,
+            limit=1,
+            now=now,
+            lease_until=now + timedelta(seconds=30),
+            start=foreign,
+        )
+    )
+    with pytest.raises(ConfigurationError, match="not as this controller started it"):
+        worker._take_claimed(started)
+    assert worker.run(task_id) is None
+    assert worker._scheduler.active == 0

@@ -578,6 +578,11 @@ class Controller:
         if prepared is None or not (
             snapshot.status is _STARTING and snapshot.status_version == prepared[2].version
         ):
+            if snapshot.status is not _QUEUED:
+                raise ConfigurationError(
+                    f"the claim returned task {task_id!r} {snapshot.status.value} at version "
+                    f"{snapshot.status_version}, not as this controller started it"
+                )
             registered, options, machine = self._claimed_machine(snapshot)
             run = self._make_run(registered.fn, machine, *_arguments(snapshot), options,
                                  claimed=True)  # fmt: skip
