@@ -233,3 +233,43 @@ def test_bad_input_gets_one_line(workspace: Workspace, store: list[str]) -> None
     again = workspace.cli(*store, "submit", "add", "--tasks", "worker_tasks", "--arg", "a=2")
     assert again.returncode == 0, again.stderr
     assert "created" not in again.stderr
+
+
+def test_submit_passes_parameters_named_like_options_of_the_call(
+    workspace: Workspace, store: list[str]
+) -> None:
+    """``submit`` enqueues one job whose keyword arguments travel as a dict: a task whose
+    parameters are called ``name``, ``tags`` or ``delay`` gets them by ``--arg``. Only the
+    job's own options (``task_id``, ``label``, ``priority``, ``bucket_key``) are refused."""
+    (workspace.root / "named_tasks.py").write_text(
+        textwrap.dedent(
+            """
+            from typing import Any
+
+            from chongming_core import task
+
+
+            @task
+            def greet(ctx: Any, name: str, tags: list[str], delay: int = 0) -> str:
+                return f"{name} {tags} {delay}"
+            """
+        ),
+        encoding="utf-8",
+    )
+    done = workspace.cli(
+        *store, "submit", "greet", "--tasks", "named_tasks", "--arg", "name=ann",
+        "--arg", 'tags=["a", "b"]', "--arg", "delay=3", "--delay", "1h",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    stored = _status(workspace, store, done.stdout.strip())
+    assert stored["arguments"] == {
+        "args": [],
+        "kwargs": {"name": "ann", "tags": ["a", "b"], "delay": 3},
+    }
+    assert stored["status"] == "queued"
+    refused = workspace.cli(
+        *store, "submit", "greet", "--tasks", "named_tasks", "--arg", "priority=3"
+    )
+    assert refused.returncode == 1, refused.stderr
+    assert "'priority' is an option of the run itself" in refused.stderr
+    assert "--priority" in refused.stderr

@@ -46,10 +46,9 @@ RESERVED_ARG_NAMES = frozenset(
     {"name", "task_id", "label", "tags", "priority", "bucket_key", "retry", "timeout", "executor"}
 )
 
-#: Keyword names `Controller.enqueue` takes itself.
-ENQUEUE_ARG_NAMES = frozenset(
-    {"name", "task_id", "label", "tags", "priority", "bucket_key", "delay", "run_at"}
-)
+#: Keyword names a `Job` of `Controller.enqueue_many` takes itself (``submit`` enqueues
+#: one, so a task parameter may be called ``name``, ``tags``, ``delay`` or ``run_at``).
+ENQUEUE_ARG_NAMES = frozenset({"task_id", "label", "priority", "bucket_key"})
 
 _TRUE = frozenset({"true", "yes", "on", "1"})
 _FALSE = frozenset({"false", "no", "off", "0"})

@@ -39,6 +39,7 @@ from chongming_cli._when import parse_moment
 from chongming_core import InMemoryTaskStore, StoreError, TaskStatus, TaskStore, WorkerRecord
 from chongming_runtime import (
     Controller,
+    Job,
     TaskOutcome,
     TaskRun,
     describe_buckets,
@@ -112,15 +113,16 @@ def cmd_submit(args: argparse.Namespace, node: NodeOptions, console: Console) ->
     with open_controller(node, create=True, noted=console.note) as controller:
         if loaded:  # its description, tags and attempt budget are written with the task
             load_task_module(controller, args.tasks)
-        task_id = controller.enqueue(
+        # one Job: its keyword arguments travel as a dict, never as keywords of the call
+        # (a parameter may be called `name`, `tags`, `delay`...)
+        (task_id,) = controller.enqueue_many(
             args.task,
-            task_id=args.task_id,
+            [Job(task_id=args.task_id, **kwargs)],
             label=args.label,
             tags=args.tag,
             priority=args.priority,
             bucket_key=args.bucket_key,
             **due,
-            **kwargs,
         )
         if not args.wait:
             if args.json:
