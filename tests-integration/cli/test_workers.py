@@ -214,7 +214,7 @@ def test_bad_input_gets_one_line(workspace: Workspace, store: list[str]) -> None
     for args, said in (
         (["submit", "add", "--delay", "soon"], "not a duration"),
         (["submit", "add", "--at", "tomorrow"], "ISO-8601"),
-        (["submit", "add", "--arg", "delay=3"], "not a task argument"),
+        (["submit", "add", "--arg", "priority=3"], "not a task argument"),
         (["submit", "add", "--timeout", "5"], "add --wait"),
         (["submit", "add", "--delay", "99999999999d"], "past the year 9999"),
         (["worker", "--tasks", "no_such_module"], "cannot import the task module"),
