@@ -90,6 +90,22 @@ def make(closer: Closer, store: TaskStore, **kwargs: Any) -> Controller:
     return closer.controller(store=store, **kwargs)
 
 
+def one_claim(worker: Controller, name: str, **changes: Any) -> Any:
+    """The `ClaimRequest` of one task of `name` by `worker` (as its serving loop makes it)."""
+    from chongming_core import ClaimRequest
+
+    now = worker.clock.now()
+    return ClaimRequest(
+        owner=worker.owner,
+        names=frozenset({name}),
+        buckets=None,
+        limit=1,
+        now=now,
+        lease_until=now + timedelta(seconds=30),
+        **changes,
+    )
+
+
 def test_enqueue_writes_a_durable_task_by_name_without_any_task_code(
     closer: Closer, shared: Callable[[], TaskStore]
 ) -> None:
@@ -324,24 +340,12 @@ def test_a_stop_that_wins_against_a_claim_keeps_the_body_from_running(
 ) -> None:
     """The worker claimed the task, then the feeder stopped it before the worker's start
     was written: the store keeps the stop, and the worker never runs the body."""
-    from chongming_core import ClaimRequest
-
     ledger = Ledger()
     feeder = make(closer, shared(), owner="web")
     task_id = feeder.enqueue("scale", 1)
     worker = make(closer, shared(), owner="w1")
     worker.register("scale", ledger.body())
-    now = worker.clock.now()
-    (claimed,) = worker.store.claim_tasks(
-        ClaimRequest(
-            owner="w1",
-            names=frozenset({"scale"}),
-            buckets=None,
-            limit=1,
-            now=now,
-            lease_until=now + timedelta(seconds=30),
-        )
-    )
+    (claimed,) = worker.store.claim_tasks(one_claim(worker, "scale"))
     assert feeder.stop(task_id, reason="changed my mind")
     worker._take_claimed(claimed)  # what the serving loop does with a claim
     run = worker.run(task_id)
@@ -561,7 +565,7 @@ def test_a_started_task_this_controller_did_not_start_is_refused_not_left_starti
     """A claim that hands back a task already `starting` under another start than this
     controller's is refused at the take (the serving loop notes it, and its lease runs
     out for `reconcile()`), never made a run that waits for a start that never comes."""
-    from chongming_core import ClaimRequest, SnapshotWrite, StateMachine
+    from chongming_core import SnapshotWrite, StateMachine
 
     store = InMemoryTaskStore()
     feeder = make(closer, store, owner="web")
@@ -574,18 +578,7 @@ def test_a_started_task_this_controller_did_not_start_is_refused_not_left_starti
         transition = machine.mark_starting(executor="thread", actor="w1")
         return SnapshotWrite(machine.snapshot, leased.status_version, (transition,))
 
-    now = worker.clock.now()
-    (started,) = store.claim_tasks(
-        ClaimRequest(
-            owner="w1",
-            names=frozenset({"double"}),
-            buckets=None,
-            limit=1,
-            now=now,
-            lease_until=now + timedelta(seconds=30),
-            start=foreign,
-        )
-    )
+    (started,) = store.claim_tasks(one_claim(worker, "double", start=foreign))
     with pytest.raises(ConfigurationError, match="not as this controller started it"):
         worker._take_claimed(started)
     assert worker.run(task_id) is None
