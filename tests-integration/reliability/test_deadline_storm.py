@@ -444,7 +444,7 @@ def _first_since_submitted(run: TaskRun, attempt: Attempt) -> bool:
 def _budget(run: TaskRun, attempt: Attempt) -> int:
     """The attempt budget when `attempt` ended: the policy's, raised by each ``retry()`` that
     found it spent (D2)."""
-    budget = run._policy.max_attempts
+    budget = run._setup.policy.max_attempts
     began = 0
     for t in run.transitions:
         if t is attempt.end:
@@ -490,7 +490,7 @@ def _deadline_violations(run: TaskRun, bodies: Bodies) -> list[str]:
     plan = plan_of(run)
     length = run._args[1]
     timeout = run._timeout
-    policy = run._policy
+    policy = run._setup.policy
     attempts = list(_attempts(run))
     # ------------------------------------------------ attempt numbers and records (D9)
     if snap.attempt != len(attempts):

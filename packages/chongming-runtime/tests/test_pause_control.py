@@ -6,13 +6,18 @@ from __future__ import annotations
 
 import threading
 
-from chongming_core import Clock, FakeClock, StateMachine, TaskStatus, Transition
+from chongming_core import FakeClock, StateMachine, TaskStatus, Transition
 from chongming_runtime.executors._attempt import Attempt
 from chongming_runtime.run._pausing import PauseControl, PauseTicket
+from chongming_runtime.run._setup import RunSetup
 from run_helpers import machine_at, new_attempt
 
 S = TaskStatus
 _WINDOW = 5.0
+
+
+def _body(ctx: object) -> None:
+    """The body the fake's setup names (never called)."""
 
 
 class PausableFake:
@@ -20,9 +25,8 @@ class PausableFake:
 
     def __init__(self, status: TaskStatus = S.RUNNING) -> None:
         self.clock = FakeClock()
-        self._clock: Clock = self.clock
+        self._setup = RunSetup.make(_body, clock=self.clock, actor="supervisor")
         self._monotonic = self.clock.monotonic
-        self._actor = "supervisor"
         self._lock = threading.Lock()
         self._machine: StateMachine = machine_at(status, self.clock)
         self._attempt: Attempt | None = new_attempt(self._monotonic)
@@ -62,7 +66,7 @@ def opened(run: PausableFake) -> tuple[PauseControl, PauseTicket, float]:
     """A pause control of `run` with a pause asked of its attempt by ``ops``: the control,
     the pause's ticket and its deadline."""
     pauses = PauseControl(run)
-    deadline = run._monotonic() + _WINDOW
+    deadline = run._setup.monotonic() + _WINDOW
     with run._lock:
         ticket = pauses.open(run.attempt, _WINDOW, deadline, "ops")
     return pauses, ticket, deadline
@@ -154,7 +158,7 @@ def test_a_shorter_waiter_returns_at_its_own_deadline_and_the_pause_goes_on() ->
     """D62: joining a longer pause does not wait past one's own window."""
     run = PausableFake()
     pauses, ticket, _ = opened(run)
-    assert pauses.wait(ticket, run._monotonic()) is False
+    assert pauses.wait(ticket, run._setup.monotonic()) is False
     assert ticket.result is None
     assert pauses.ticket is ticket
     assert status(run) is S.PAUSING

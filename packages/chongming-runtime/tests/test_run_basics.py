@@ -349,7 +349,7 @@ def test_per_call_options_override_the_task_spec() -> None:
     snap = run.snapshot
     assert (snap.name, snap.tags, snap.max_attempts) == ("spec-name", frozenset({"io"}), 4)
     assert snap.description == "Does things."
-    assert run._timeout == Timeout(idle=9)
+    assert run._setup.timeout == Timeout(idle=9)
 
     run = TaskRun(
         decorated,
@@ -366,7 +366,7 @@ def test_per_call_options_override_the_task_spec() -> None:
         frozenset({"cpu"}),
         2,
     )
-    assert run._timeout == Timeout(per_attempt=3)
+    assert run._setup.timeout == Timeout(per_attempt=3)
 
 
 @pytest.mark.parametrize(

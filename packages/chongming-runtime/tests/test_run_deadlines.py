@@ -10,7 +10,6 @@ from collections.abc import Callable
 import pytest
 
 from chongming_core import (
-    Clock,
     Failure,
     FailureKind,
     FakeClock,
@@ -20,10 +19,15 @@ from chongming_core import (
 )
 from chongming_runtime.executors._attempt import Attempt
 from chongming_runtime.run._deadlines import RunDeadlines
+from chongming_runtime.run._setup import RunSetup
 from run_helpers import Carrier, machine_at, new_attempt
 
 S = TaskStatus
 K = FailureKind
+
+
+def _body(ctx: object) -> None:
+    """The body the fakes' setup names (never called)."""
 
 
 class TimedFake:
@@ -33,11 +37,11 @@ class TimedFake:
         self, timeout: Timeout, status: TaskStatus = S.RUNNING, *, retry_due: bool = False
     ) -> None:
         self.clock = FakeClock()
-        self._clock: Clock = self.clock
+        self._setup = RunSetup.make(
+            _body, clock=self.clock, timeout=timeout, graceful_stop=5.0,
+            retry=RetryPolicy(max_attempts=3),
+        )  # fmt: skip
         self._monotonic = self.clock.monotonic
-        self._timeout = timeout
-        self._graceful = 5.0
-        self._policy = RetryPolicy(max_attempts=3)
         self._lock = threading.Lock()
         self._machine = machine_at(status, self.clock)
         self._attempt: Attempt | None = None
@@ -123,7 +127,7 @@ def queued(limit: float, *, retry_due: bool = False) -> tuple[TimedFake, RunDead
 
 def arm(deadlines: RunDeadlines, run: TimedFake, attempt: Attempt) -> None:
     with run._lock:
-        deadlines.arm(attempt, run._monotonic())
+        deadlines.arm(attempt, run._setup.monotonic())
 
 
 # ---------------------------------------------------------------- the start timeout (R1)
@@ -149,7 +153,7 @@ def test_a_start_timeout_after_which_a_retry_is_due_starts_it() -> None:
 def test_a_pipeline_node_counts_its_start_timeout_from_the_pipelines_submission() -> None:
     run = TimedFake(Timeout(start=5), S.QUEUED)
     deadlines = RunDeadlines(run)
-    deadlines.start_origin = run._monotonic()
+    deadlines.start_origin = run._setup.monotonic()
     run.clock.advance(3)  # blocked behind its upstream nodes
     arm_start(deadlines, run)
     ends_at(run, 2)
@@ -188,7 +192,7 @@ def test_a_start_timeout_while_starting_stops_the_attempt_and_ends_its_carrier(
 ) -> None:
     run = TimedFake(Timeout(start=5), S.STARTING)
     deadlines = RunDeadlines(run)
-    attempt = run._attempt = new_attempt(run._monotonic)
+    attempt = run._attempt = new_attempt(run._setup.monotonic)
     carrier = Carrier(ends=ends)
     attempt.handle = carrier
     arm_start(deadlines, run)
@@ -241,7 +245,7 @@ def test_a_pause_keeps_what_is_left_of_the_per_attempt_budget() -> None:
 def test_the_idle_timeout_counts_from_the_latest_beat() -> None:
     run, _, attempt = timed(Timeout(idle=3))
     run.clock.advance(2)
-    attempt.context.last_beat = run._monotonic()  # a checkpoint
+    attempt.context.last_beat = run._setup.monotonic()  # a checkpoint
     run.clock.advance(1)
     assert kind(attempt) is None  # re-armed for the new deadline
     passes_at(run, 2, lambda: kind(attempt) is not None)

@@ -81,7 +81,7 @@ from chongming_runtime.persistence._writer import PersistFailure, StoreWriter
 from chongming_runtime.pipeline._coordinator import PipelineCoordinator, PipelineRun
 from chongming_runtime.pipeline._definition import Pipeline
 from chongming_runtime.run._outcome import TaskOutcome
-from chongming_runtime.run._pausing import pause_window
+from chongming_runtime.run._setup import RunSetup, pause_window
 from chongming_runtime.run._task_run import TaskRun
 from chongming_runtime.support._ids import random_hex12
 from chongming_runtime.support._text import refuse_unstorable
@@ -92,6 +92,8 @@ _S = TaskStatus
 _STARTING = TaskStatus.STARTING
 _RUNNING = TaskStatus.RUNNING
 _QUEUED = TaskStatus.QUEUED
+#: distinct run setups a controller keeps (more: per-call options made afresh each time)
+_SETUPS_KEPT = 256
 _log = logging.getLogger("chongming_task.controller")
 
 
@@ -215,8 +217,8 @@ class Controller:
         # a body begins once its task's row is in the store; an in-memory store lives and
         # dies with this process, so its bodies need not wait for it (D105)
         self._start_gate = None if self.store.writes_in_memory else StartGate(self._writer)
-        self._admission = self._scheduler.admit  # one bound method shared by every run
-        self._stored_outcome = self.store.stored_outcome  # so are these (64 B a run each)
+        # what runs made the same way share (see `_setup_for`)
+        self._setups: dict[tuple[Any, ...], RunSetup] = {}
         gate = self._start_gate
         self._gates = None if gate is None else (gate.hand_off, gate.carry)
         self._listening: tuple[Controller] = (self,)
@@ -639,20 +641,10 @@ class Controller:
             fn,
             args,
             kwargs,
-            executor=options["executor"],
-            retry=options["retry"],
-            timeout=options["timeout"],
-            graceful_stop=self.graceful_stop,
-            pause_timeout=self.pause_timeout,
-            clock=self.clock,
-            artifact_dir=self._artifact_dir,
             upstream=upstream,
-            actor=self.owner,
             machine=machine,
             listeners=self._listening,
-            admission=self._admission,
-            stored_outcome=self._stored_outcome,  # the store decides a result (D68)
-            launch_gate=self._launch_gate(options["executor"], claimed=claimed),
+            setup=self._setup_for(fn, options, claimed=claimed),
         )
         # a submit or retry that passed the first check while close() took its list of
         # runs would make one that close() never waits for
@@ -664,6 +656,37 @@ class Controller:
             check = None
         self._held.add(run, replacing=replacing, check=check)
         return run
+
+    def _setup_for(
+        self, fn: Callable[..., Any], options: Mapping[str, Any], *, claimed: bool
+    ) -> RunSetup:
+        """The setup of a run of `fn` with `options`: one per distinct body, executor, retry
+        policy, timeout and windows, shared by every run made so (a claimed task's has a
+        launch gate of its own, so it gets its own setup)."""
+        executor, retry, timeout = options["executor"], options["retry"], options["timeout"]
+        # identities: the setup holds each of these objects, so no id is reused while cached
+        key = (id(fn), id(executor), id(retry), id(timeout), self.graceful_stop, self.pause_timeout)
+        setup = None if claimed else self._setups.get(key)
+        if setup is None:
+            setup = RunSetup.make(
+                fn,
+                executor=executor,
+                retry=retry,
+                timeout=timeout,
+                graceful_stop=self.graceful_stop,
+                pause_timeout=self.pause_timeout,
+                clock=self.clock,
+                artifact_dir=self._artifact_dir,
+                actor=self.owner,
+                admission=self._scheduler.admit,
+                stored_outcome=self.store.stored_outcome,  # the store decides a result (D68)
+                launch_gate=self._launch_gate(executor, claimed=claimed),
+            )
+            if not claimed:
+                if len(self._setups) >= _SETUPS_KEPT:  # per-call options made afresh each time
+                    self._setups.clear()
+                self._setups[key] = setup
+        return setup
 
     def _executing_runs(self) -> list[TaskRun]:
         """The runs holding an execution slot (what a touch that renews nothing writes)."""

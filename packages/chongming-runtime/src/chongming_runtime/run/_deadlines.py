@@ -21,21 +21,19 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
 from typing import Protocol
 
 from chongming_core import (
-    Clock,
     Failure,
     FailureKind,
     RetryPolicy,
     StateMachine,
     TaskStatus,
     TaskTimeout,
-    Timeout,
     TimerHandle,
 )
 from chongming_runtime.executors._attempt import Attempt
+from chongming_runtime.run._setup import RunSetup
 
 __all__ = ["RunDeadlines", "TimedRun", "start_timeout_failure"]
 
@@ -65,11 +63,7 @@ class TimedRun(Protocol):
     deadline is judged on, which it only reads (under the lock), and four acts."""
 
     # settings
-    _clock: Clock
-    _monotonic: Callable[[], float]
-    _timeout: Timeout
-    _graceful: float
-    _policy: RetryPolicy
+    _setup: RunSetup
     # state, read under the lock
     _lock: threading.Lock
     _machine: StateMachine
@@ -126,12 +120,12 @@ class RunDeadlines:
     def arm_start(self) -> None:
         """Arm the start timeout, if the run has one and it is not armed or over yet."""
         run = self._run
-        limit = run._timeout.start
+        limit = run._setup.timeout.start
         if limit is None or self._start_over or self._start_timer is not None:
             return
         origin = self.start_origin
-        self._start_deadline = (run._monotonic() if origin is None else origin) + limit
-        self._start_timer = run._clock.call_at(self._start_deadline, self._start_passed)
+        self._start_deadline = (run._setup.monotonic() if origin is None else origin) + limit
+        self._start_timer = run._setup.clock.call_at(self._start_deadline, self._start_passed)
 
     def end_start(self) -> None:
         """The body began: the start timeout is over."""
@@ -150,16 +144,16 @@ class RunDeadlines:
             return
         self._start_timer.cancel()
         self._start_timer = None
-        self._start_remaining = max(0.0, self._start_deadline - self._run._monotonic())
+        self._start_remaining = max(0.0, self._start_deadline - self._run._setup.monotonic())
 
     def resume_start(self) -> None:
         """Resumed before start: re-arm what was left of the start timeout."""
         if self._start_remaining is None or self._start_over:
             return
         run = self._run
-        self._start_deadline = run._monotonic() + self._start_remaining
+        self._start_deadline = run._setup.monotonic() + self._start_remaining
         self._start_remaining = None
-        self._start_timer = run._clock.call_at(self._start_deadline, self._start_passed)
+        self._start_timer = run._setup.clock.call_at(self._start_deadline, self._start_passed)
 
     def _start_passed(self) -> None:
         run = self._run
@@ -171,9 +165,11 @@ class RunDeadlines:
             self._start_timer = None
             self._start_over = True
             status = run._machine.status
-            limit = run._timeout.start
+            limit = run._setup.timeout.start
             assert limit is not None  # armed only with a start limit
-            message, _, failure = start_timeout_failure(run._machine.task_id, limit, run._policy)
+            message, _, failure = start_timeout_failure(
+                run._machine.task_id, limit, run._setup.policy
+            )
             attempt = run._attempt
             if status in _NOT_STARTED:  # R1; retry_wait after an attempt that never began (D91)
                 retry_now = run._end_attempt(None, message, start_timeout=failure)
@@ -186,24 +182,24 @@ class RunDeadlines:
                 return
         if force is not None and force.handle is not None:
             force.forced = True  # before the signal: its exit may be settled at once
-            force.forced = force.handle.force_stop(run._clock)
+            force.forced = force.handle.force_stop(run._setup.clock)
         run._deliver_then_kick(retry_now)
 
     # ================================================================ an attempt's timeouts
     def arm(self, attempt: Attempt, now: float) -> None:
         """The body runs (began, or resumed): arm its per-attempt and idle timeouts."""
         run = self._run
-        timeout = run._timeout
+        timeout = run._setup.timeout
         if timeout.per_attempt is not None:
             remaining = attempt.per_attempt_remaining
             attempt.per_attempt_remaining = None
             budget = timeout.per_attempt if remaining is None else remaining
             attempt.per_attempt_deadline = now + budget
-            attempt.per_attempt_timer = run._clock.call_at(
+            attempt.per_attempt_timer = run._setup.clock.call_at(
                 attempt.per_attempt_deadline, lambda: self._per_attempt_passed(attempt)
             )
         if timeout.idle is not None:
-            attempt.idle_timer = run._clock.call_at(
+            attempt.idle_timer = run._setup.clock.call_at(
                 attempt.context.last_beat + timeout.idle, lambda: self._idle_check(attempt)
             )
 
@@ -220,7 +216,7 @@ class RunDeadlines:
         """The body is paused: keep what is left of its per-attempt budget, arm nothing."""
         if attempt.per_attempt_deadline is not None and attempt.per_attempt_timer is not None:
             attempt.per_attempt_remaining = max(
-                0.0, attempt.per_attempt_deadline - self._run._monotonic()
+                0.0, attempt.per_attempt_deadline - self._run._setup.monotonic()
             )
         self.cancel(attempt)
 
@@ -238,19 +234,21 @@ class RunDeadlines:
         with run._lock:
             if not self._applies(attempt):
                 return
-            message = f"per-attempt timeout of {run._timeout.per_attempt:g}s expired"
+            message = f"per-attempt timeout of {run._setup.timeout.per_attempt:g}s expired"
             self._expire(attempt, FailureKind.TIMEOUT_ATTEMPT, message)
         run._deliver()
 
     def _idle_check(self, attempt: Attempt) -> None:
         run = self._run
         with run._lock:
-            idle = run._timeout.idle
+            idle = run._setup.timeout.idle
             if not self._applies(attempt) or idle is None:
                 return
             deadline = attempt.context.last_beat + idle
-            if run._monotonic() < deadline:  # it beat meanwhile: re-arm for the new deadline
-                attempt.idle_timer = run._clock.call_at(deadline, lambda: self._idle_check(attempt))
+            if run._setup.monotonic() < deadline:  # it beat meanwhile: re-arm for the new deadline
+                attempt.idle_timer = run._setup.clock.call_at(
+                    deadline, lambda: self._idle_check(attempt)
+                )
                 return
             message = f"idle timeout: no checkpoint() or heartbeat for {idle:g}s"
             self._expire(attempt, FailureKind.TIMEOUT_IDLE, message)
@@ -273,8 +271,8 @@ class RunDeadlines:
         """The attempt was asked to stop: give its body the graceful window to unwind (one
         window per attempt: a second request does not extend it)."""
         if attempt.graceful_timer is None:
-            attempt.graceful_timer = self._run._clock.call_later(
-                self._run._graceful, lambda: self._graceful_window_passed(attempt)
+            attempt.graceful_timer = self._run._setup.clock.call_later(
+                self._run._setup.graceful, lambda: self._graceful_window_passed(attempt)
             )
 
     def _graceful_window_passed(self, attempt: Attempt) -> None:
@@ -286,7 +284,7 @@ class RunDeadlines:
             handle = attempt.handle
         if handle is not None:
             attempt.forced = True  # before the signal: its exit may be settled at once
-            if handle.force_stop(run._clock):
+            if handle.force_stop(run._setup.clock):
                 return  # a child process is being terminated; its exit will be reported
             attempt.forced = False
         with run._lock:

@@ -15,20 +15,17 @@ run through `PausableRun`.
 
 from __future__ import annotations
 
-import math
 import threading
-from collections.abc import Callable
 from typing import Protocol
 
 from chongming_core import (
-    Clock,
-    ConfigurationError,
     StateMachine,
     TaskStatus,
     TimerHandle,
     Transition,
 )
 from chongming_runtime.executors._attempt import Attempt
+from chongming_runtime.run._setup import RunSetup, pause_window
 
 __all__ = ["PausableRun", "PauseControl", "PauseTicket", "pause_window"]
 
@@ -64,31 +61,12 @@ class PauseTicket:
         self.timer: TimerHandle | None = None
 
 
-def pause_window(value: object, name: str = "pause timeout") -> float:
-    """A pause window checked: a finite number of seconds > 0.
-
-    Raises:
-        ConfigurationError: anything else (a window that never ends is no window: the
-            caller would wait forever, and the clock cannot keep such a deadline).
-    """
-    if (
-        isinstance(value, bool)
-        or not isinstance(value, int | float)
-        or not math.isfinite(value)
-        or value <= 0
-    ):
-        raise ConfigurationError(f"{name} must be > 0 seconds and finite, got {value!r}")
-    return float(value)
-
-
 class PausableRun(Protocol):
     """What `PauseControl` needs of its run (a `TaskRun`): its settings and the state a
     pause is judged on (read under the lock), and four acts."""
 
     # settings
-    _clock: Clock
-    _monotonic: Callable[[], float]
-    _actor: str
+    _setup: RunSetup
     # state, read under the lock
     _lock: threading.Lock
     _machine: StateMachine
@@ -132,7 +110,7 @@ class PauseControl:
         body runs, or once it begins (``starting``, D90). Under the lock."""
         run = self._run
         ticket = self.ticket = PauseTicket(deadline, window, actor)
-        ticket.timer = run._clock.call_at(deadline, lambda: self._window_passed(ticket))
+        ticket.timer = run._setup.clock.call_at(deadline, lambda: self._window_passed(ticket))
         if run._machine.status is _S.RUNNING:
             self._apply(attempt, ticket, None)
         return ticket
@@ -152,7 +130,7 @@ class PauseControl:
         ticket = self.ticket
         if ticket is None or ticket.applied:
             return
-        if self._run._monotonic() >= ticket.deadline or attempt.control.stop_requested:
+        if self._run._setup.monotonic() >= ticket.deadline or attempt.control.stop_requested:
             self._settle(ticket, False)  # its window ended before the body began
             return
         self._apply(
@@ -167,7 +145,7 @@ class PauseControl:
         timer thread made late by another callback must not hold a ``pause()`` past its
         window (D62).
         """
-        monotonic = self._run._monotonic
+        monotonic = self._run._setup.monotonic
         while not ticket.event.is_set():
             now = monotonic()
             if now >= ticket.deadline:  # its window is over, whether or not the timer ran
@@ -187,7 +165,7 @@ class PauseControl:
             machine = run._machine
             if self.ticket is ticket and machine.status is _S.PAUSING:
                 reason = f"no checkpoint was reached within the pause window of {ticket.window:g}s"
-                run._record(machine.abort_pause(actor=run._actor, reason=reason))
+                run._record(machine.abort_pause(actor=run._setup.actor, reason=reason))
                 if run._attempt is not None:
                     self._withdraw(run._attempt)
             self._settle(ticket, False)
@@ -250,10 +228,12 @@ class PauseControl:
         machine = run._machine
         status = machine.status
         if status is _S.PAUSING:
-            run._record(machine.abort_pause(actor=run._actor, reason=why))
+            run._record(machine.abort_pause(actor=run._setup.actor, reason=why))
         elif status is _S.PAUSED and machine.snapshot.paused_in_place:
             run._record(
-                machine.mark_running(actor=run._actor, reason=why, trigger=_ENDED_WHILE_PAUSED)
+                machine.mark_running(
+                    actor=run._setup.actor, reason=why, trigger=_ENDED_WHILE_PAUSED
+                )
             )
         self.resolve(False)
 
@@ -317,6 +297,6 @@ class PauseControl:
 
     def _confirm(self, attempt: Attempt) -> None:
         run = self._run
-        run._record(run._machine.mark_paused(actor=run._actor))
+        run._record(run._machine.mark_paused(actor=run._setup.actor))
         run._suspend_deadlines(attempt)
         self.resolve(True)

@@ -37,9 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import math
 import threading
-import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -50,7 +48,6 @@ from typing import Any, Protocol, runtime_checkable
 
 from chongming_core import (
     ACTIVE_STATUSES,
-    SYSTEM_CLOCK,
     Clock,
     ConfigurationError,
     Failure,
@@ -58,7 +55,6 @@ from chongming_core import (
     Progress,
     RetryPolicy,
     StateMachine,
-    SystemClock,
     TaskSnapshot,
     TaskStatus,
     Timeout,
@@ -67,17 +63,16 @@ from chongming_core import (
     get_task_spec,
     validate_tags,
 )
-from chongming_core.backend import portable_json
 from chongming_runtime.body._context import LOG_LINES_KEPT, RuntimeContext
 from chongming_runtime.body._control import AttemptControl
 from chongming_runtime.body._results import keep_result
 from chongming_runtime.executors._attempt import Attempt, AttemptHandle, AttemptResult
 from chongming_runtime.executors._base import Executor
-from chongming_runtime.executors.thread import ThreadExecutor
 from chongming_runtime.run._deadlines import RunDeadlines
 from chongming_runtime.run._decision import AttemptEnding, decide
 from chongming_runtime.run._outcome import TaskOutcome
-from chongming_runtime.run._pausing import PauseControl, PauseTicket, pause_window
+from chongming_runtime.run._pausing import PauseControl, PauseTicket
+from chongming_runtime.run._setup import NO_TIMEOUT, RunSetup, pause_window, seconds
 from chongming_runtime.support._call_each import call_each
 from chongming_runtime.support._ids import random_hex12
 from chongming_runtime.support._text import refuse_unstorable
@@ -90,8 +85,6 @@ _log = logging.getLogger("chongming_task.runtime")
 
 #: Shared defaults (immutable in practice: nothing ever writes to them).
 _NO_KWARGS: Mapping[str, Any] = {}
-_ONE_ATTEMPT = RetryPolicy(max_attempts=1)
-_NO_TIMEOUT = Timeout()
 
 # Triggers the runtime adds on top of the state machine's defaults.
 _STOP_TRIGGER = "control:stop"
@@ -132,14 +125,6 @@ class RunEvent:
 
     snapshot: TaskSnapshot
     transition: Transition | None = None
-
-
-def _seconds(name: str, value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or math.isnan(value):
-        raise ConfigurationError(f"{name} must be a number of seconds, got {value!r}")
-    if value < 0:
-        raise ConfigurationError(f"{name} must be >= 0 seconds, got {value!r}")
-    return float(value)
 
 
 class TaskRun:
@@ -188,46 +173,34 @@ class TaskRun:
     __slots__ = (
         "__weakref__",
         "_abandoned",
-        "_actor",
-        "_admission",
         "_admission_due",
         "_admitted",
         "_args",
-        "_artifact_root",
         "_attempt",
         "_backoff_timer",
         "_cancel_reason",
-        "_clock",
         "_deadlines",
         "_delivering",
         "_dispatching",
         "_done",
-        "_executor",
         "_final",
         "_finish_holds",
         "_finished",
-        "_fn",
-        "_graceful",
         "_kwargs",
-        "_launch_gate",
         "_listeners",
         "_lock",
         "_logs",
         "_machine",
-        "_monotonic",
         "_outbox",
-        "_pause_window",
         "_pauses",
-        "_policy",
         "_progress",
         "_redispatch",
         "_retry_due",
         "_settled",
+        "_setup",
         "_start_requested",
         "_stop_reason",
-        "_stored_outcome",
         "_task_id",
-        "_timeout",
         "_upstream",
         "_wakeup",
     )
@@ -264,9 +237,25 @@ class TaskRun:
         admission: Callable[[TaskRun], None] | None = None,
         stored_outcome: Callable[[Any], Any] | None = None,
         launch_gate: Callable[[str, int, Callable[[], None]], None] | None = None,
+        setup: RunSetup | None = None,
     ) -> None:
-        if not callable(fn):
-            raise ConfigurationError(f"TaskRun needs a callable task body, got {fn!r}")
+        if setup is None:
+            setup = RunSetup.make(
+                fn,
+                executor=executor,
+                retry=retry,
+                timeout=timeout,
+                graceful_stop=graceful_stop,
+                pause_timeout=pause_timeout,
+                clock=clock,
+                artifact_dir=artifact_dir,
+                actor=actor,
+                admission=admission,
+                stored_outcome=stored_outcome,
+                launch_gate=launch_gate,
+            )
+        elif setup.fn is not fn:
+            raise ConfigurationError("a run's setup must be made for its own task body")
         if not isinstance(args, tuple | list):
             raise ConfigurationError(
                 f"args must be a tuple of positional arguments, got {args!r}; "
@@ -274,50 +263,23 @@ class TaskRun:
             )
         if kwargs is not None and not isinstance(kwargs, Mapping):
             raise ConfigurationError(f"kwargs must be a mapping, got {kwargs!r}")
-        spec = get_task_spec(fn)
-        if retry is None and spec is not None:
-            retry = spec.retry
-        if timeout is None and spec is not None:
-            timeout = spec.timeout
-        if retry is not None and not isinstance(retry, RetryPolicy):
-            raise ConfigurationError(f"retry must be a RetryPolicy, got {retry!r}")
-        if timeout is not None and not isinstance(timeout, Timeout):
-            raise ConfigurationError(f"timeout must be a Timeout, got {timeout!r}")
-        if executor is None:
-            executor = ThreadExecutor()
-        if not (callable(getattr(executor, "launch", None)) and hasattr(executor, "inline")):
-            raise ConfigurationError(
-                f"executor must be an executor such as ThreadExecutor(), InlineExecutor() or "
-                f"ProcessExecutor(), got {executor!r}"
-            )
-        self._fn = fn
+        self._setup = setup
         self._args = args if type(args) is tuple else tuple(args)
         self._kwargs: Mapping[str, Any] = dict(kwargs) if kwargs else _NO_KWARGS
-        executor.validate(fn, self._args, self._kwargs)
-        self._executor = executor
-        self._policy = retry if retry is not None else _ONE_ATTEMPT
-        self._timeout = timeout if timeout is not None else _NO_TIMEOUT
-        self._graceful = _seconds("graceful_stop", graceful_stop)
-        self._pause_window = pause_window(pause_timeout, "pause_timeout")
-        self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
-        self._monotonic: Callable[[], float] = (
-            time.monotonic if type(self._clock) is SystemClock else self._clock.monotonic
-        )
-        self._artifact_root = None if artifact_dir is None else Path(artifact_dir)
+        setup.executor.validate(fn, self._args, self._kwargs)
         self._upstream: Mapping[str, Any] | None = dict(upstream) if upstream else None
-        self._stored_outcome = stored_outcome if stored_outcome is not None else portable_json
-        self._actor = actor or "system"
 
         if machine is None and snapshot is not None:
-            machine = StateMachine(snapshot, transitions, clock=self._clock)
+            machine = StateMachine(snapshot, transitions, clock=self._setup.clock)
         if machine is None:
+            spec = get_task_spec(fn)
             tag_set = validate_tags(tags) if tags is not None else None
             if tag_set is None:
                 tag_set = spec.tags if spec is not None else frozenset()
             machine = StateMachine.create(
                 task_id if task_id is not None else f"task-{random_hex12()}",
                 name or (spec.name if spec is not None else _callable_name(fn)),
-                max_attempts=self._policy.max_attempts,
+                max_attempts=self._setup.policy.max_attempts,
                 label=label,
                 description=description or (spec.description if spec is not None else None),
                 tags=tag_set,
@@ -326,15 +288,13 @@ class TaskRun:
                 bucket_key=bucket_key,
                 pipeline_id=pipeline_id,
                 node_id=node_id,
-                clock=self._clock,
+                clock=self._setup.clock,
             )
         self._machine = machine
         self._task_id = machine.task_id
 
         self._lock = threading.Lock()
         self._listeners: tuple[RunListener, ...] = tuple(listeners)
-        self._admission = admission
-        self._launch_gate = launch_gate
         self._outbox: list[RunEvent] | None = None  # events not yet told to the listeners
         self._delivering = False
         # made when first needed: a queued run holds no event, condition or log buffer
@@ -377,12 +337,12 @@ class TaskRun:
     @property
     def executor(self) -> Executor:
         """The executor that carries the attempts."""
-        return self._executor
+        return self._setup.executor
 
     @property
     def clock(self) -> Clock:
         """The clock of every deadline of this run."""
-        return self._clock
+        return self._setup.clock
 
     @property
     def status(self) -> TaskStatus:
@@ -431,7 +391,7 @@ class TaskRun:
             TimeoutError: still not terminal after `timeout`; the task is left untouched.
         """
         if timeout is not None:
-            timeout = _seconds("wait timeout", timeout)
+            timeout = seconds("wait timeout", timeout)
         if not self._done:
             with self._lock:
                 finished = self._finished
@@ -461,14 +421,14 @@ class TaskRun:
         (`Controller.retry`)."""
         snap = self._machine.snapshot
         options = {
-            "executor": self._executor,
-            "retry": self._policy,
-            "timeout": None if self._timeout is _NO_TIMEOUT else self._timeout,
+            "executor": self._setup.executor,
+            "retry": self._setup.policy,
+            "timeout": None if self._setup.timeout is NO_TIMEOUT else self._setup.timeout,
             "tags": snap.tags,
             "priority": snap.priority,
             "bucket": snap.bucket,
         }
-        return self._fn, self._args, self._kwargs, options
+        return self._setup.fn, self._args, self._kwargs, options
 
     def scheduling_snapshot(self) -> TaskSnapshot:
         """The machine's snapshot without the lock, for fields fixed at creation (priority,
@@ -495,16 +455,16 @@ class TaskRun:
                 )
             self._start_requested = True
             if status in {_S.PENDING, _S.BLOCKED}:
-                self._record(self._machine.mark_queued(actor=self._actor))
-            if self._timeout.start is not None:
+                self._record(self._machine.mark_queued(actor=self._setup.actor))
+            if self._setup.timeout.start is not None:
                 self._deadlines_made().arm_start()
         try:
             self._deliver()
         except BaseException:  # a listener interrupted the telling: still dispatch it
-            if not self._executor.inline:  # (an inline body would hold the interrupt)
+            if not self._setup.executor.inline:  # (an inline body would hold the interrupt)
                 self._dispatch()
             raise
-        if self._executor.inline:
+        if self._setup.executor.inline:
             self._drive_inline()
         else:
             self._dispatch()
@@ -543,7 +503,7 @@ class TaskRun:
                     f"{machine.status.value}"
                 )
             self._start_requested = True
-            if self._timeout.start is not None:  # it covers the attempt until its body begins
+            if self._setup.timeout.start is not None:  # it covers the attempt until its body begins
                 self._deadlines_made().arm_start()
             self._attempt = self._new_attempt()
             self._record(last)
@@ -600,7 +560,7 @@ class TaskRun:
 
     def kick(self) -> None:
         """Take the next step the run is due (an attempt, or asking the scheduler)."""
-        if self._executor.inline:
+        if self._setup.executor.inline:
             if self._wakeup is not None:
                 self._wakeup.set()
         else:
@@ -636,13 +596,13 @@ class TaskRun:
                     # interrupted while telling (Ctrl-C in a listener on the main thread):
                     # still queue or launch the run, so it is never left starting or
                     # unqueued holding its slot
-                    if admission_due and self._admission is not None:
-                        self._admission(self)
+                    if admission_due and self._setup.admission is not None:
+                        self._setup.admission(self)
                     if attempt is not None:
                         self._launch(attempt)
                     raise
-                if admission_due and self._admission is not None:
-                    self._admission(self)
+                if admission_due and self._setup.admission is not None:
+                    self._setup.admission(self)
                 if attempt is not None:
                     self._launch(attempt)
                     continue
@@ -670,26 +630,28 @@ class TaskRun:
             if not self._retry_due:
                 return None
             self._retry_due = False
-            if self._admission is not None:
-                self._record(self._machine.mark_queued(actor=self._actor, reason="retry due"))
+            if self._setup.admission is not None:
+                self._record(self._machine.mark_queued(actor=self._setup.actor, reason="retry due"))
                 self._admitted = False
                 self._admission_due = True
                 return None
         elif status is _S.QUEUED:
-            if self._admission is not None and not self._admitted:
+            if self._setup.admission is not None and not self._admitted:
                 self._admission_due = True
                 return None
         else:
             return None
         self._admitted = False
-        self._record(self._machine.mark_starting(executor=self._executor.name, actor=self._actor))
+        self._record(
+            self._machine.mark_starting(executor=self._setup.executor.name, actor=self._setup.actor)
+        )
         self._progress = None
         attempt = self._new_attempt()
         self._attempt = attempt
         return attempt
 
     def _launch(self, attempt: Attempt) -> None:
-        gate = self._launch_gate
+        gate = self._setup.launch_gate
         if gate is None:
             self._carry(attempt)
         else:  # a controller's store: carried once the task's row holds this version (D105)
@@ -702,7 +664,7 @@ class TaskRun:
             if attempt.closed:
                 return
         try:
-            self._executor.launch(attempt)
+            self._setup.executor.launch(attempt)
         except BaseException as exc:  # e.g. no thread or process could be started
             self._attempt_finished(attempt, AttemptResult.raised(exc))
 
@@ -710,7 +672,7 @@ class TaskRun:
     def stop(self, reason: str | None = None, *, actor: str | None = None) -> bool:
         """Request a stop; never blocks. Returns False when already terminal or stopping."""
         refuse_unstorable("reason", reason)  # written with the stop
-        who = actor or self._actor
+        who = actor or self._setup.actor
         with self._lock:
             machine = self._machine
             status = machine.status
@@ -745,7 +707,7 @@ class TaskRun:
         a body that returns its value first ends ``succeeded``. The graceful window and
         its fallback apply as for a stop. Returns False when terminal or already ending.
         """
-        who = actor or self._actor
+        who = actor or self._setup.actor
         text = reason or "cancelled by the orchestration layer"
         with self._lock:
             machine = self._machine
@@ -789,8 +751,8 @@ class TaskRun:
         Raises:
             ConfigurationError: `timeout` is not a finite number of seconds > 0.
         """
-        window = self._pause_window if timeout is None else pause_window(timeout)
-        deadline = self._monotonic() + window
+        window = self._setup.pause_window if timeout is None else pause_window(timeout)
+        deadline = self._setup.monotonic() + window
         ticket, result = self._request_pause(window, deadline, actor)
         if ticket is None:
             return result
@@ -801,8 +763,8 @@ class TaskRun:
     def pause_without_waiting(self, *, actor: str | None = None) -> bool:
         """Request a pause (default window) and return at once: True when the task is paused
         now or a pause of it is under way (its window ends it; nobody waits for it)."""
-        window = self._pause_window
-        ticket, result = self._request_pause(window, self._monotonic() + window, actor)
+        window = self._setup.pause_window
+        ticket, result = self._request_pause(window, self._setup.monotonic() + window, actor)
         return ticket is not None or result
 
     def _request_pause(
@@ -811,7 +773,7 @@ class TaskRun:
         """Request a pause without waiting for it: the pending ticket (a new one, or the
         one of a pause already under way), or None and whether the task is paused now.
         A command applies a pause so, in the order of its batch (D61)."""
-        who = actor or self._actor
+        who = actor or self._setup.actor
         ticket: PauseTicket | None = None
         result = False
         with self._lock:
@@ -829,7 +791,7 @@ class TaskRun:
                 ticket = pending  # under way, or waiting for the body (D90)
             elif (
                 status in {_S.STARTING, _S.RUNNING}
-                and self._executor.supports_pause
+                and self._setup.executor.supports_pause
                 and attempt is not None
                 and not attempt.closed
                 and not attempt.control.stop_requested
@@ -855,7 +817,7 @@ class TaskRun:
         start (which then starts normally); a pause asked while ``starting`` is dropped
         before it was applied (the status stays ``starting``, D90). Returns False when not
         paused, pausing or waiting for a pause to be applied."""
-        who = actor or self._actor
+        who = actor or self._setup.actor
         with self._lock:
             machine = self._machine
             requeued = machine.status is _S.PAUSED and not machine.snapshot.paused_in_place
@@ -885,14 +847,14 @@ class TaskRun:
             if not skip:
                 attempt.started = True
                 attempt.pid = pid
-                now = self._monotonic()
+                now = self._setup.monotonic()
                 attempt.context.last_beat = now
                 deadlines = self._deadlines
                 if deadlines is not None:
                     deadlines.end_start()
                 if status is _S.STARTING:
                     running = self._machine.mark_running(
-                        pid=pid, heartbeat_at=self._clock.now(), actor=self._actor
+                        pid=pid, heartbeat_at=self._setup.clock.now(), actor=self._setup.actor
                     )
                     attempt.beat_shown = now
                     self._record(running)
@@ -976,8 +938,8 @@ class TaskRun:
             result=result,
             attempt=snap.attempt,
             max_attempts=snap.max_attempts,
-            policy=self._policy,
-            graceful=self._graceful,
+            policy=self._setup.policy,
+            graceful=self._setup.graceful,
             stop_reason=self._stop_reason,
             cancel_reason=self._cancel_reason,
             timeout_kind=None if attempt is None else attempt.timeout_kind,
@@ -996,42 +958,48 @@ class TaskRun:
             assert ending.result is not None
             # the store decides what it can keep, before anyone is told the task succeeded
             # (D68); every reader, this process too, then sees the value it keeps (D69)
-            outcome, invalid = keep_result(self._task_id, ending.result.value, self._stored_outcome)
+            outcome, invalid = keep_result(
+                self._task_id, ending.result.value, self._setup.stored_outcome
+            )
             if invalid is None:
-                self._record(machine.mark_succeeded(outcome=outcome, actor=self._actor))
+                self._record(machine.mark_succeeded(outcome=outcome, actor=self._setup.actor))
                 return False
             decision = decide(dataclasses.replace(ending, value_refused=invalid))
         status, failure, reason = decision.status, decision.failure, decision.reason
         if status is _S.STOPPED:
-            self._record(machine.mark_stopped(failure=failure, actor=self._actor, reason=reason))
+            self._record(
+                machine.mark_stopped(failure=failure, actor=self._setup.actor, reason=reason)
+            )
         elif status is _S.CANCELLED:
-            self._record(machine.mark_cancelled(failure=failure, actor=self._actor, reason=reason))
+            self._record(
+                machine.mark_cancelled(failure=failure, actor=self._setup.actor, reason=reason)
+            )
         elif status is _S.LOST:
             # its body goes on executing: what its slot stands for stays held until it
             # returns (D54; see `when_body_returns`)
             assert attempt is not None
             attempt.abandoned = True
             self._abandoned = []
-            self._record(machine.mark_lost(failure, actor=self._actor))
+            self._record(machine.mark_lost(failure, actor=self._setup.actor))
         elif status is _S.RETRY_WAIT:
             assert failure is not None
             return self._wait_to_retry(failure)
         else:
             assert status is _S.FAILED
             assert failure is not None
-            self._record(machine.mark_failed(failure, actor=self._actor))
+            self._record(machine.mark_failed(failure, actor=self._setup.actor))
         return False
 
     def _wait_to_retry(self, failure: Failure) -> bool:
         """``retry_wait`` with the policy's backoff; True when the retry is due at once."""
         machine = self._machine
-        delay = max(0.0, float(self._policy.delay_after(machine.snapshot.attempt)))
-        retry_at = self._clock.now() + timedelta(seconds=delay)
-        self._record(machine.mark_retry_wait(failure, retry_at=retry_at, actor=self._actor))
+        delay = max(0.0, float(self._setup.policy.delay_after(machine.snapshot.attempt)))
+        retry_at = self._setup.clock.now() + timedelta(seconds=delay)
+        self._record(machine.mark_retry_wait(failure, retry_at=retry_at, actor=self._setup.actor))
         if delay <= 0:
             self._retry_due = True
             return True
-        self._backoff_timer = self._clock.call_later(delay, self._backoff_due)
+        self._backoff_timer = self._setup.clock.call_later(delay, self._backoff_due)
         return False
 
     def _backoff_due(self) -> None:
@@ -1077,12 +1045,12 @@ class TaskRun:
     def start_origin(self, origin: float | None) -> None:
         """Set before ``start()``: a pipeline node's start timeout counts from its
         pipeline's submission, blocked time included (R1)."""
-        if self._timeout.start is not None:
+        if self._setup.timeout.start is not None:
             self._deadlines_made().start_origin = origin
 
     def _arm_deadlines(self, attempt: Attempt, now: float) -> None:
         """The body runs: arm its per-attempt and idle timeouts, if it has any."""
-        timeout = self._timeout
+        timeout = self._setup.timeout
         if timeout.per_attempt is not None or timeout.idle is not None:
             self._deadlines_made().arm(attempt, now)
 
@@ -1097,7 +1065,7 @@ class TaskRun:
         Under the lock."""
         if attempt.timeout_kind is not None or attempt.control.stop_requested:
             return
-        now = self._monotonic()
+        now = self._setup.monotonic()
         attempt.context.last_beat = now
         self._arm_deadlines(attempt, now)
 
@@ -1132,8 +1100,8 @@ class TaskRun:
         if attempt is not None and attempt.started and attempt.number == snap.attempt:
             beat = attempt.context.last_beat
             if beat != attempt.beat_shown or snap.last_heartbeat_at is None:
-                age = max(0.0, self._monotonic() - beat)
-                changes["last_heartbeat_at"] = self._clock.now() - timedelta(seconds=age)
+                age = max(0.0, self._setup.monotonic() - beat)
+                changes["last_heartbeat_at"] = self._setup.clock.now() - timedelta(seconds=age)
             if snap.pid is None and attempt.pid is not None:
                 changes["pid"] = attempt.pid
         return snap.evolve(**changes) if changes else snap
@@ -1272,17 +1240,17 @@ class TaskRun:
             task_name=self._machine.snapshot.name,
             attempt=number,
             control=control,
-            monotonic=self._monotonic,
+            monotonic=self._setup.monotonic,
             progress_sink=lambda progress: self._on_progress(number, progress),
             logs=self._logs,
             log_buffer=self._log_buffer,
-            artifact_root=self._artifact_root,
+            artifact_root=self._setup.artifact_root,
             upstream=self._upstream,
         )
         attempt = Attempt(
             self,
             number=number,
-            fn=self._fn,
+            fn=self._setup.fn,
             args=self._args,
             kwargs=self._kwargs,
             context=context,
