@@ -41,6 +41,7 @@ from chongming_runtime.pipeline._definition import Pipeline as Pipeline
 from chongming_runtime.pipeline._definition import PipelineNode as PipelineNode
 from chongming_runtime.run._outcome import TaskOutcome as TaskOutcome
 from chongming_runtime.run._run_task import run_task as run_task
+from chongming_runtime.run._setup import RunSetup as RunSetup
 from chongming_runtime.run._task_run import RunListener as RunListener
 from chongming_runtime.run._task_run import TaskRun as TaskRun
 
@@ -66,6 +67,7 @@ __all__ = [
     "ReconcileReport",
     "RegisteredTask",
     "RunListener",
+    "RunSetup",
     "RuntimeContext",
     "TaskContext",
     "TaskOutcome",

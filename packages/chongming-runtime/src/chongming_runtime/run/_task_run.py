@@ -168,6 +168,9 @@ class TaskRun:
         stored_outcome: how the store will keep a returned value: the value every reader
             gets back, or ValueError saying why it cannot (a store's
             `TaskStore.stored_outcome`; by default the rules every store shares).
+        setup: a `RunSetup` shared with other runs of `fn` (a controller's): the
+            executor, retry policy, timeouts, windows, clock, actor and hooks come from
+            it, and none of those arguments may be given with it.
     """
 
     __slots__ = (
@@ -256,6 +259,23 @@ class TaskRun:
             )
         elif setup.fn is not fn:
             raise ConfigurationError("a run's setup must be made for its own task body")
+        elif (
+            executor is not None
+            or retry is not None
+            or timeout is not None
+            or clock is not None
+            or artifact_dir is not None
+            or actor is not None
+            or admission is not None
+            or stored_outcome is not None
+            or launch_gate is not None
+            or graceful_stop != 5.0
+            or pause_timeout != 5.0
+        ):
+            raise ConfigurationError(
+                "TaskRun takes either a setup or the settings it is made of (executor, retry, "
+                "timeout, windows, clock, actor, hooks), not both: pass them to RunSetup.make"
+            )
         if not isinstance(args, tuple | list):
             raise ConfigurationError(
                 f"args must be a tuple of positional arguments, got {args!r}; "
