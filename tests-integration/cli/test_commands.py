@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -184,6 +185,32 @@ def test_run_parses_args_as_json_else_text_and_prints_the_value(workspace: Works
     assert "value:   42" in human.stdout
     assert "--db" in human.stderr
     assert "stop answer" in human.stderr
+
+
+def test_run_passes_a_parameter_called_name(workspace: Workspace) -> None:
+    """The task's name is positional only in `Controller.submit`, so ``--arg name=...``
+    reaches a task parameter called ``name`` instead of being refused."""
+    (workspace.root / "named_run.py").write_text(
+        textwrap.dedent(
+            """
+            from typing import Any
+
+            from chongming_core import task
+
+
+            @task
+            def hello(ctx: Any, name: str) -> str:
+                return f"hello {name}"
+            """
+        ),
+        encoding="utf-8",
+    )
+    done = workspace.cli(
+        "--db", str(workspace.db), "run", "hello", "--tasks", "named_run", "--json",
+        "--arg", "name=ann",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["value"] == "hello ann"
 
 
 def test_run_of_a_failing_task_exits_3_with_kind_and_message(workspace: Workspace) -> None:

@@ -122,6 +122,27 @@ def test_enqueue_writes_a_durable_task_by_name_without_any_task_code(
     assert feeder.runs() == []  # nothing of it runs here
 
 
+def test_a_parameter_called_name_is_the_tasks_not_the_calls(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    """`submit` and `enqueue` take the task's name positionally only, so a task whose
+    parameter is called ``name`` gets it as a keyword argument."""
+
+    def greet(ctx: Any, name: str) -> str:
+        return f"hello {name}"
+
+    here = make(closer, shared(), owner="here")
+    here.register("greet", greet)
+    run = here.submit("greet", name="ann")
+    assert run.wait(timeout=WAIT).value == "hello ann"
+    task_id = here.enqueue("greet", name="bob")
+    stored = here.get(task_id)
+    assert stored is not None
+    assert stored.arguments == {"args": [], "kwargs": {"name": "bob"}}
+    here.serve()
+    assert here.wait(task_id, timeout=WAIT).value == "hello bob"
+
+
 def test_arguments_that_are_not_json_are_refused_and_nothing_is_written(
     closer: Closer, shared: Callable[[], TaskStore]
 ) -> None:

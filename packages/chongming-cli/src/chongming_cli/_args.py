@@ -41,9 +41,10 @@ __all__ = [
     "split_args",
 ]
 
-#: Keyword names `Controller.submit` takes itself; a task cannot receive them via ``--arg``.
+#: Keyword names `Controller.submit` takes itself; a task cannot receive them via ``--arg``
+#: (the task's name is positional only, so a parameter may be called ``name``).
 RESERVED_ARG_NAMES = frozenset(
-    {"name", "task_id", "label", "tags", "priority", "bucket_key", "retry", "timeout", "executor"}
+    {"task_id", "label", "tags", "priority", "bucket_key", "retry", "timeout", "executor"}
 )
 
 #: Keyword names a `Job` of `Controller.enqueue_many` takes itself (``submit`` enqueues

@@ -349,6 +349,7 @@ class Controller:
     def submit(
         self,
         name: str,
+        /,
         *args: Any,
         task_id: str | None = None,
         label: str | None = None,
@@ -409,6 +410,7 @@ class Controller:
     def enqueue(
         self,
         name: str,
+        /,
         *args: Any,
         task_id: str | None = None,
         label: str | None = None,
