@@ -848,3 +848,28 @@ def test_a_finished_task_holds_no_lease_but_keeps_who_held_it(
     assert finished.is_terminal
     assert finished.lease_until is None
     assert finished.lease_owner == "node-a:1"
+
+
+def test_a_task_created_and_queued_in_one_act_is_queued_at_its_creation_time() -> None:
+    clock = FakeClock()
+    machine = new_machine(clock)
+    created = machine.snapshot.created_at
+    assert created is not None
+    clock.advance(2.0)
+    transition = machine.mark_queued(at=created)
+    assert transition.at == created
+    assert machine.snapshot.updated_at == created
+    clock.advance(1.0)
+    assert machine.mark_starting(executor="thread").at == created + timedelta(seconds=3)
+
+
+def test_a_queued_moment_before_the_last_change_or_without_a_zone_is_refused() -> None:
+    clock = FakeClock()
+    machine = new_machine(clock)
+    created = machine.snapshot.created_at
+    assert created is not None
+    with pytest.raises(ConfigurationError, match="before the task's last change"):
+        machine.mark_queued(at=created - timedelta(microseconds=1))
+    with pytest.raises(ConfigurationError, match="timezone-aware"):
+        machine.mark_queued(at=created.replace(tzinfo=None))
+    assert machine.status is S.PENDING and machine.transitions == ()  # nothing changed

@@ -241,10 +241,12 @@ class StateMachine:
         trigger: str,
         actor: str,
         reason: str | None,
+        *,
+        at: datetime | None = None,
         **changes: Any,
     ) -> Transition:
         snap = self._snapshot
-        now = self._clock.now()
+        now = self._clock.now() if at is None else at
         version = snap.status_version + 1
         if target in TERMINAL_STATUSES:
             changes.setdefault("finished_at", now)
@@ -285,12 +287,37 @@ class StateMachine:
         self._check(_S.BLOCKED, trig.BLOCK)
         return self._apply(_S.BLOCKED, trig.BLOCK, actor, reason)
 
-    def mark_queued(self, *, actor: str = _DEFAULT_ACTOR, reason: str | None = None) -> Transition:
+    def mark_queued(
+        self,
+        *,
+        actor: str = _DEFAULT_ACTOR,
+        reason: str | None = None,
+        at: datetime | None = None,
+    ) -> Transition:
         """Accepted and waiting for an execution slot (from pending, blocked, retry_wait, or a
-        pause before start)."""
+        pause before start).
+
+        `at` is when it was accepted, by default the clock's now: a task created and queued
+        in one act (a submission) passes its creation time, so both are one moment.
+
+        Raises:
+            ConfigurationError: `at` is not a timezone-aware datetime, or it is before the
+                task's last change.
+        """
         trigger = trig.RESUME if self.status is _S.PAUSED else trig.QUEUE
         self._check(_S.QUEUED, trigger)
-        return self._apply(_S.QUEUED, trigger, actor, reason, paused_in_place=False, retry_at=None)
+        if at is not None:
+            if not isinstance(at, datetime) or at.utcoffset() is None:
+                raise ConfigurationError(f"at must be a timezone-aware datetime, got {at!r}")
+            last = self._snapshot.updated_at
+            if last is not None and at < last:
+                raise ConfigurationError(
+                    f"at {at.isoformat()} is before the task's last change ({last.isoformat()}); "
+                    "a transition never goes back in time"
+                )
+        return self._apply(
+            _S.QUEUED, trigger, actor, reason, at=at, paused_in_place=False, retry_at=None
+        )
 
     def mark_starting(
         self,

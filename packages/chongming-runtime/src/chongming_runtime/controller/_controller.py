@@ -399,8 +399,9 @@ class Controller:
             ),
             clock=self.clock,
         )
+        # no write of its own: the first transition the run tells (queued, or stopped when a
+        # stop reaches it first) is the write that creates its row (D170)
         run = self._make_run(registered.fn, machine, args, kwargs, options)
-        self._writer.record(machine.snapshot)
         if not self._poller.started:
             self._poller.start()
         run.start_unless_ended()  # a stop_all() may have reached it first

@@ -202,7 +202,9 @@ class Enqueuer:
         ids: list[str] = []
         for job in jobs:
             machine = self._machine(name, job, label, tag_set, priority, bucket_key, due, described)
-            transition = machine.mark_queued(actor=self._owner, reason="enqueued")
+            # created and queued in one act: one moment (D170)
+            created = machine.snapshot.created_at
+            transition = machine.mark_queued(actor=self._owner, reason="enqueued", at=created)
             writes.append(SnapshotWrite(machine.snapshot, None, (transition,)))
             ids.append(machine.task_id)
         if len(set(ids)) != len(ids):
