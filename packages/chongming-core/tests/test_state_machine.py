@@ -872,4 +872,5 @@ def test_a_queued_moment_before_the_last_change_or_without_a_zone_is_refused() -
         machine.mark_queued(at=created - timedelta(microseconds=1))
     with pytest.raises(ConfigurationError, match="timezone-aware"):
         machine.mark_queued(at=created.replace(tzinfo=None))
-    assert machine.status is S.PENDING and machine.transitions == ()  # nothing changed
+    assert machine.status is S.PENDING  # nothing changed
+    assert machine.transitions == ()
