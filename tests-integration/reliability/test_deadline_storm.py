@@ -489,7 +489,7 @@ def _deadline_violations(run: TaskRun, bodies: Bodies) -> list[str]:
     snap = run.snapshot
     plan = plan_of(run)
     length = run._args[1]
-    timeout = run._timeout
+    timeout = run._setup.timeout
     policy = run._setup.policy
     attempts = list(_attempts(run))
     # ------------------------------------------------ attempt numbers and records (D9)
