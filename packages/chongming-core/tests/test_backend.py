@@ -210,3 +210,19 @@ def test_times_round_trip_with_their_offset() -> None:
     assert parse_time(None) is None
     with pytest.raises(ValueError, match="naive datetime"):
         format_time(datetime(2026, 1, 1))
+
+
+def test_one_instant_in_two_zones_keeps_each_its_own_text() -> None:
+    """`format_time` remembers texts by the datetime object, never by equality: equal
+    instants written in different zones are different texts, asked in any order and
+    again."""
+    east = datetime.fromisoformat("2026-01-01T08:00:00+08:00")
+    utc = datetime.fromisoformat("2026-01-01T00:00:00+00:00")
+    assert east == utc
+    for _ in range(2):
+        assert format_time(east) == "2026-01-01T08:00:00+08:00"
+        assert format_time(utc) == "2026-01-01T00:00:00+00:00"
+    with pytest.raises(ValueError, match="naive datetime"):
+        format_time(datetime(2026, 1, 1))  # a naive time is refused however often asked
+    with pytest.raises(ValueError, match="naive datetime"):
+        format_time(datetime(2026, 1, 1))

@@ -33,9 +33,25 @@ def format_time(value: datetime | None) -> str | None:
     """ISO-8601 text of a timezone-aware datetime (None stays None)."""
     if value is None:
         return None
+    # a task's times are the same objects from one write of it to the next (created_at,
+    # started_at, its attempts): each is formatted once. By identity, never by equality:
+    # two equal instants in different zones are different texts
+    cached = _FORMATTED.get(id(value))
+    if cached is not None and cached[0] is value:
+        return cached[1]
     if value.tzinfo is None:
         raise ValueError(f"naive datetime {value!r}: chongming stores timezone-aware times only")
-    return value.isoformat()
+    text = value.isoformat()
+    if len(_FORMATTED) >= _FORMATTED_KEPT:
+        _FORMATTED.clear()
+    _FORMATTED[id(value)] = (value, text)  # holds `value`: its id is not reused meanwhile
+    return text
+
+
+#: The texts `format_time` made lately, by the identity of their datetime (bounded: the
+#: whole cache is dropped when full, which costs one formatting per time again).
+_FORMATTED: dict[int, tuple[datetime, str]] = {}
+_FORMATTED_KEPT = 8192
 
 
 def parse_time(value: str | None) -> datetime | None:

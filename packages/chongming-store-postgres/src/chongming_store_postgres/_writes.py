@@ -19,7 +19,7 @@ from typing import Any
 import psycopg
 
 from chongming_core import ConcurrencyConflict, SnapshotWrite, TaskSnapshot, Transition
-from chongming_core.backend import portable_json, version_conflict
+from chongming_core.backend import format_time, portable_json, version_conflict
 from chongming_store_postgres._codec import (
     snapshot_from_row,
     snapshot_params,
@@ -85,7 +85,7 @@ def batch_params(
         for name in _TIMES:
             moment = row[name]
             if moment is not None:
-                row[name] = moment.isoformat()
+                row[name] = format_time(moment)  # each time formatted once (see there)
         if not math.isfinite(row["paused_seconds"]):
             return None
         row["ord"] = order
@@ -107,7 +107,7 @@ def batch_params(
             "trigger": t.trigger,
             "actor": t.actor,
             "reason": t.reason,
-            "at": t.at.isoformat(),
+            "at": format_time(t.at),
         }
         for owner, t in pairs  # checked by `prepare` already
     ]

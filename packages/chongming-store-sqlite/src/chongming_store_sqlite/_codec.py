@@ -43,6 +43,7 @@ from chongming_core.backend import (
     UnreadableRow,
     arguments_problem,
     decode_row,
+    format_time,
     progress_problem,
     read_command_row,
     shown,
@@ -97,7 +98,9 @@ def iso(value: datetime | None, what: str) -> str | None:
         return None
     if not isinstance(value, datetime) or value.utcoffset() is None:
         micros(value, what)  # raises the explanation
-    return value.isoformat()
+    text = format_time(value)  # each time formatted once (see `format_time`)
+    assert text is not None
+    return text
 
 
 def _optional_micros(value: datetime | None, what: str) -> int | None:
