@@ -291,6 +291,16 @@ def test_run_of_a_result_no_store_can_keep_exits_3_and_the_store_agrees(
     [
         pytest.param(["run", "nope", *TASKS], "unknown task name 'nope'", id="unknown-name"),
         pytest.param(
+            ["run", "nope", *TASKS],
+            "defines no task of that name (its tasks: ",
+            id="unknown-name-lists-the-modules-tasks",
+        ),
+        pytest.param(
+            ["run", "add", *TASKS, "--arg", "aa=1"],
+            "task 'add' has no parameter 'aa'; its parameters are (",
+            id="misspelt-argument-named",
+        ),
+        pytest.param(
             ["run", "add", "--tasks", "no_such_mod"],
             "no module named 'no_such_mod'",
             id="missing-module",

@@ -273,3 +273,45 @@ def test_submit_passes_parameters_named_like_options_of_the_call(
     assert refused.returncode == 1, refused.stderr
     assert "'priority' is an option of the run itself" in refused.stderr
     assert "--priority" in refused.stderr
+
+
+def test_controls_of_a_task_no_worker_holds_yet_say_they_took_effect(
+    workspace: Workspace, store: list[str]
+) -> None:
+    """A durable task that waits for a worker has no holder: the console applies a stop,
+    a pause or a resume of it in the store at once, and says so (``confirmed``, nothing
+    sent), instead of promising that a holder applies it at its next poll."""
+
+    def control(*args: str) -> dict[str, Any]:
+        done = workspace.cli(*store, *args, "--json")
+        assert done.returncode == 0, done.stderr
+        document: dict[str, Any] = json.loads(done.stdout)
+        return document
+
+    for task_id in ("later-1", "later-2"):
+        done = workspace.cli(
+            *store, "submit", "add", "--tasks", "worker_tasks", "--arg", "a=1",
+            "--delay", "1h", "--task-id", task_id,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    stopped = control("stop", "later-1", "--reason", "not needed")
+    assert (stopped["outcome"], stopped["command_sent"], stopped["holder"]) == (
+        "confirmed",
+        False,
+        None,
+    )
+    assert _status(workspace, store, "later-1")["status"] == "stopped"
+    said = workspace.cli(*store, "stop", "later-2")
+    assert said.returncode == 0, said.stderr
+    assert "no worker held it yet, so the stop was applied in the store" in said.stdout
+    assert "next poll" not in said.stdout
+    done = workspace.cli(
+        *store, "submit", "add", "--tasks", "worker_tasks", "--arg", "a=1",
+        "--delay", "1h", "--task-id", "later-3",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert control("pause", "later-3")["outcome"] == "confirmed"
+    assert _status(workspace, store, "later-3")["status"] == "paused"
+    resumed = control("resume", "later-3")
+    assert (resumed["outcome"], resumed["command_sent"]) == ("confirmed", False)
+    assert _status(workspace, store, "later-3")["status"] == "queued"

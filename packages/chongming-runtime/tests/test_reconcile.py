@@ -255,3 +255,29 @@ def test_a_task_whose_record_shows_a_live_lease_is_never_marked_lost() -> None:
     alive = store.get("alive")
     assert alive is not None
     assert alive.status is S.RUNNING
+
+
+def test_a_durable_task_no_worker_claimed_yet_is_work_for_the_fleet_not_an_orphan() -> None:
+    """An enqueued task has never had a holder: any worker that serves its name claims it,
+    so reconcile neither touches it nor reports it to be resubmitted. A durable task
+    whose worker died while it waited holding nothing is reported, as any other."""
+    clock = FakeClock()
+    store = InMemoryTaskStore()
+    for task_id in ("enqueued", "enqueued-paused"):
+        machine = StateMachine.create(task_id, "job", clock=clock, durable=True)
+        machine.mark_queued()
+        if task_id == "enqueued-paused":
+            machine.mark_paused()
+        store.create(machine.snapshot, machine.transitions)
+    _put(store, clock, "held-then-orphaned", ["mark_queued"], lease_seconds=-1)
+    orphan = store.get("held-then-orphaned")
+    assert orphan is not None
+    store.save(orphan.evolve(durable=True), expect_version=orphan.status_version)
+    clock.advance(60)
+    report = reconcile_store(store, actor="worker-2", clock=clock, buckets=None)
+    assert [s.task_id for s in report.adoptable] == ["held-then-orphaned"]
+    assert report.lost == ()
+    for task_id, status in (("enqueued", S.QUEUED), ("enqueued-paused", S.PAUSED)):
+        stored = store.get(task_id)
+        assert stored is not None
+        assert (stored.status, stored.status_version) == (status, 1 if status is S.QUEUED else 2)

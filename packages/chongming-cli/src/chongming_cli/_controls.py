@@ -1,15 +1,18 @@
 """``stop``, ``pause`` and ``resume``: what each did, said to a person or as JSON.
 
 A console process holds no task (it submitted none), so a control it accepts is a
-command written to the store for the holder (D50, D56), never applied here. Each
+command written to the store for the holder (D50, D56), never applied here; a durable
+task that no worker holds yet has no holder, and its control is applied in the store
+at once (D172). Each
 control ends in one of these outcomes:
 
 - ``requested``: the command was written; the holder applies it at its next poll
   (``holder_renewing`` false: its holder stopped renewing its lease, so it may
   never be applied);
 - ``not_confirmed``: a pause was written; across processes there is no receipt;
-- ``confirmed``: the pause was confirmed (only a controller that holds the task
-  can say so);
+- ``confirmed``: the control took effect already, nothing was sent: the task was a
+  durable one that no worker held yet, so it was applied in the store (a stop:
+  ``stopped``; a pause: ``paused``; a resume: ``queued`` again);
 - ``unchanged``: nothing was sent, because what was asked is already so (a pause
   of a ``paused`` or ``pausing`` task, a stop of a ``stopping`` one);
 - ``refused``: nothing was sent, because the task cannot take it (exit 1).
@@ -137,6 +140,14 @@ def _find(controller: Controller, task_id: str, action: str, node: NodeOptions) 
     return _Found(task_id, action, snapshot, node, gone)
 
 
+def _applied_unheld(controller: Controller, task_id: str, status: TaskStatus) -> bool:
+    """Whether a control just accepted took effect in the store already: the task is a
+    durable one that no worker holds, now at `status` (`Controller.stop` and `resume`
+    apply a control of such a task at once instead of sending a command to nobody)."""
+    after = controller.get(task_id)
+    return after is not None and after.durable and after.status is status and not after.lease_owner
+
+
 def _unfinished(found: _Found) -> ControlReport | None:
     """The refusal of a control of a task that is unknown or already ended, if it is."""
     snapshot = found.snapshot
@@ -169,6 +180,11 @@ def _stop(controller: Controller, args: argparse.Namespace, node: NodeOptions) -
     if not controller.stop(args.task_id, reason=args.reason):
         latest = _unfinished(_find(controller, args.task_id, "stop", node))
         return latest or found.refused(f"the stop of task {shown} was not accepted; retry it")
+    if _applied_unheld(controller, args.task_id, _S.STOPPED):
+        return found.report(
+            CONFIRMED,
+            f"task {shown} is stopped: no worker held it yet, so the stop was applied in the store",
+        )
     who, reason = found.applies("applies it at its next poll")
     return found.report(
         REQUESTED,
@@ -222,6 +238,12 @@ def _resume(controller: Controller, args: argparse.Namespace, node: NodeOptions)
         return early
     assert found.snapshot is not None
     if StateMachine(found.snapshot).can_resume() and controller.resume(args.task_id):
+        if _applied_unheld(controller, args.task_id, _S.QUEUED):
+            return found.report(
+                CONFIRMED,
+                f"task {shown} is queued again: no worker held it yet, so the resume was "
+                "applied in the store",
+            )
         who, reason = found.applies("applies it at its next poll")
         return found.report(
             REQUESTED,

@@ -25,7 +25,7 @@ from chongming_cli._args import ENQUEUE_ARG_NAMES, convert_args, parse_arg_value
 from chongming_cli._commands import Console
 from chongming_cli._exit import EXIT_FAILED, EXIT_OK, EXIT_TASK_NOT_SUCCEEDED, CliError
 from chongming_cli._hints import suggest
-from chongming_cli._loading import check_task_args, load_task_module
+from chongming_cli._loading import check_task_args, load_task_module, task_function
 from chongming_cli._output import (
     format_outcome,
     format_time,
@@ -73,7 +73,7 @@ def _kwargs(args: argparse.Namespace, console: Console) -> tuple[dict[str, Any],
         except CliError as exc:
             console.note(f"note: {exc.message}; --arg values are read as JSON (text when not JSON)")
             return {key: parse_arg_value(text) for key, text in raw.items()}, False
-        fn = checking.registered(args.task).fn  # a name the module lacks: one-line error
+        fn = task_function(checking, args.task, args.tasks)  # one-line error if absent
         kwargs = convert_args(fn, raw, task=args.task)
         check_task_args(args.task, fn, kwargs)
         return kwargs, True

@@ -20,24 +20,48 @@ from chongming_cli._exit import CliError
 from chongming_core import get_task_spec
 from chongming_runtime import Controller
 
-__all__ = ["check_task_args", "import_task_module", "load_task_module"]
+__all__ = ["check_task_args", "import_task_module", "load_task_module", "task_function"]
 
 
 def check_task_args(name: str, fn: Callable[..., Any], kwargs: dict[str, Any]) -> None:
-    """Refuse arguments the task's signature cannot take, before a doomed task is written."""
+    """Refuse arguments the task's signature cannot take, before a doomed task is written.
+
+    A name the task has no parameter for is named first: a misspelt ``--arg`` would
+    otherwise be reported as the parameter it was meant for, missing."""
     try:
         signature = inspect.signature(fn)
     except (TypeError, ValueError):
         return  # not introspectable: the task itself will say
+    parameters = list(signature.parameters.values())[1:]  # the first is the task context
+    shown = ", ".join(str(p.replace(annotation=p.empty)) for p in parameters)
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in parameters)
+    named = {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)}
+    unknown = [key for key in kwargs if key not in named]
+    if unknown and not takes_any:
+        listed = ", ".join(repr(key) for key in unknown)
+        raise CliError(
+            f"task {name!r} has no parameter {listed}; its parameters are ({shown}): "
+            "pass them as --arg NAME=VALUE"
+        )
     try:
-        signature.bind(None, **kwargs)  # the first parameter is the task context
+        signature.bind(None, **kwargs)
     except TypeError as exc:
-        parameters = list(signature.parameters.values())[1:]
-        shown = ", ".join(str(p.replace(annotation=p.empty)) for p in parameters)
         raise CliError(
             f"task {name!r} cannot take these arguments ({exc}); its parameters are "
             f"({shown}): pass them as --arg NAME=VALUE"
         ) from None
+
+
+def task_function(controller: Controller, task: str, module: str) -> Callable[..., Any]:
+    """The function registered as `task` from the `--tasks` module `module`, or the
+    console's one-line error naming the tasks the module does define."""
+    if task in controller.task_names:
+        return controller.registered(task).fn
+    known = ", ".join(repr(n) for n in controller.task_names) or "none"
+    raise CliError(
+        f"unknown task name {task!r}: --tasks {module} defines no task of that name (its "
+        f"tasks: {known}); check the spelling, or name the module that defines it"
+    )
 
 
 def _check_module_name(name: str) -> None:

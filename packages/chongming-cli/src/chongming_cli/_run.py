@@ -21,7 +21,7 @@ from chongming_cli._args import convert_args, split_args
 from chongming_cli._commands import Console
 from chongming_cli._exit import EXIT_OK, EXIT_TASK_NOT_SUCCEEDED, CliError
 from chongming_cli._hints import suggest
-from chongming_cli._loading import check_task_args, load_task_module
+from chongming_cli._loading import check_task_args, load_task_module, task_function
 from chongming_cli._output import format_outcome, outcome_document, write_json
 from chongming_cli._progress import ProgressReporter
 from chongming_cli._session import NodeOptions, make_controller
@@ -103,7 +103,7 @@ def cmd_run(args: argparse.Namespace, node: NodeOptions, console: Console) -> in
             load_task_module(controller, args.tasks)
             if signals.first() is not None:
                 raise CliError(f"received {signals.first()} before the task was submitted")
-            fn = controller.registered(args.task).fn
+            fn = task_function(controller, args.task, args.tasks)
             # converted by the annotations and checked against the signature before the
             # task exists: a value that cannot fit is refused, not run into a TypeError
             task_kwargs = convert_args(fn, raw_args, task=args.task)

@@ -11,6 +11,8 @@ and judging liveness by heartbeats would kill it.
 | pausing, stopping, or paused in place)                  |                                |
 | lease expired, holding nothing (pending, blocked,       | unchanged, reported adoptable  |
 | queued, paused before start, retry_wait)                |                                |
+| a durable task no worker claimed yet (no lease at all)  | untouched, not reported: any   |
+|                                                         | worker that serves it claims it|
 | the supervisor wrote first (version conflict)           | left alone, reported skipped   |
 | its stored row cannot be decoded                        | left alone, reported unreadable|
 
@@ -131,6 +133,8 @@ def reconcile_store(
         if not lease_expired(snapshot, moment):
             continue  # a row whose lease columns disagree with its record: someone holds it
         if not holds_resources(snapshot):
+            if snapshot.durable and not snapshot.lease_owner:
+                continue  # enqueued, never claimed: any worker that serves it claims it (D172)
             adoptable.append(snapshot)
             continue
         if dry_run:
