@@ -144,3 +144,22 @@ def test_the_documented_activation_registers_the_command() -> None:
     )
     assert fish.returncode == 0, fish.stderr
     assert "complete --command chongming-task" in fish.stdout
+
+
+def test_an_option_of_a_command_before_its_name_is_said_to_go_after_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """argparse would take the option's value for the command ("invalid choice: '2'")."""
+    assert main(["--max-parallel", "2", "worker", "--tasks", "x"]) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert err == (
+        "chongming-task: error: --max-parallel is an option of the worker command, not of "
+        "chongming-task itself: put it after the command's name, e.g. chongming-task worker "
+        "--max-parallel ...\n"
+    )
+    assert main(["--max-paralel", "2", "worker", "--tasks", "x"]) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert err == (
+        "chongming-task: error: unrecognized arguments: --max-paralel (the worker command has "
+        "no such option either; see: chongming-task worker --help)\n"
+    )

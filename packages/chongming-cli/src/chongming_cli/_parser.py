@@ -26,9 +26,55 @@ class UsageError(CliError):
     """The command line itself is wrong (unknown option, missing argument, ...)."""
 
 
+def _knows(parser: argparse.ArgumentParser, name: str) -> bool:
+    """Whether `parser` takes the long option `name` (an abbreviation of one too)."""
+    options = parser._option_string_actions
+    return name in options or (
+        parser.allow_abbrev and any(option.startswith(name) for option in options)
+    )
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see: {self.prog} --help)")
+
+    def _refuse_command_options_before_the_command(self, given: Sequence[str]) -> None:
+        """An option of a command written before the command's name is said to go after
+        it; an unknown one followed by a value is named (argparse would take the value for
+        the command: "invalid choice: '2'"). Anything else is left to argparse."""
+        commands: dict[str, argparse.ArgumentParser] = {
+            name: parser
+            for action in self._actions
+            if isinstance(action, argparse._SubParsersAction)
+            for name, parser in action.choices.items()
+        }
+        if not commands:
+            return
+        for index, token in enumerate(given):
+            if token in commands or token == "--":
+                return
+            if not token.startswith("--"):
+                continue
+            name = token.split("=", 1)[0]
+            if _knows(self, name):
+                continue
+            command = next((t for t in given[index + 1 :] if t in commands), None)
+            if command is not None and _knows(commands[command], name):
+                raise UsageError(
+                    f"{name} is an option of the {command} command, not of {self.prog} "
+                    f"itself: put it after the command's name, e.g. {self.prog} {command} "
+                    f"{name} ..."
+                )
+            value = given[index + 1] if index + 1 < len(given) else None
+            if "=" in token or value is None or value.startswith("-") or value in commands:
+                return  # nothing is taken for the command: argparse names the option
+            hint = (
+                f"the {command} command has no such option either; see: "
+                f"{self.prog} {command} --help"
+                if command
+                else f"see: {self.prog} --help"
+            )
+            raise UsageError(f"unrecognized arguments: {name} ({hint})")
 
     def parse_known_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
@@ -40,6 +86,7 @@ class _Parser(argparse.ArgumentParser):
                 "--schema is not an option of chongming-task: name the PostgreSQL schema in "
                 "the URL, e.g. --dsn 'postgresql://host/db?schema=NAME'"
             )
+        self._refuse_command_options_before_the_command(given)
         parsed, extras = super().parse_known_args(args, namespace)
         # the command is checked here, after the unknown options: `chongming-task --bogus`
         # is told that --bogus is unknown, not that a command is missing
