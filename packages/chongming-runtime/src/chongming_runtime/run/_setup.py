@@ -66,7 +66,7 @@ def pause_window(value: object, name: str = "pause timeout") -> float:
 
 
 class RunSetup:
-    """The shared, immutable configuration of runs (see the module docstring).
+    """The configuration runs share (see the module docstring); never changed once made.
 
     Build it with `RunSetup.make`, which checks every value and fills in the ``@task``
     spec of `fn` where `retry` or `timeout` is not given (R12).
