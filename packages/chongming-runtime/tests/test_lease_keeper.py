@@ -4,7 +4,7 @@ timer's touches and renewals, its holders, and the seam for a lease taken elsewh
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
 import pytest
@@ -42,6 +42,9 @@ class Sink:
 
     def touch(self, update: TouchUpdate) -> None:
         self.touches.append(update)
+
+    def renew_leases(self, task_ids: Iterable[str], owner: str, until: datetime) -> None:
+        self.touches.extend(TouchUpdate(t, lease_owner=owner, lease_until=until) for t in task_ids)
 
     def request_flush(self) -> None:
         self.flushes += 1

@@ -136,7 +136,8 @@ def test_a_queued_run_holds_no_event_condition_log_buffer_or_timer(
     assert queued._finished is None
     assert queued._pauses is None  # no pause control, so no condition to hold a body
     assert queued._deadlines is None
-    assert queued._logs is None
+    assert queued._rare.logs is None  # nor the part of a run few runs need (D176)
+    assert queued._rare.backoff_timer is None
     assert queued.logs == ()
     assert clock.pending_timers == timers  # no timer for a queued task without a start timeout
     with_deadline = controller.submit("deadline")
@@ -294,7 +295,7 @@ def test_the_log_buffer_is_made_by_the_first_line_and_shared_by_all_attempts(
     quiet = controller.submit("quiet")
     retried = controller.submit("flaky", retry=RetryPolicy(max_attempts=2, backoff=FixedBackoff(0)))
     assert [o.status for o in controller.wait_all(timeout=10)] == [S.SUCCEEDED] * 2
-    assert quiet._logs is None  # it never logged: no buffer was made
+    assert quiet._rare.logs is None  # it never logged: no buffer was made
     assert quiet.logs == ()
     assert seen == [("INFO first try",)]
     assert retried.logs == ("INFO first try", "WARNING second try")

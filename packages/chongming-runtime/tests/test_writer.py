@@ -24,7 +24,12 @@ from chongming_core import (
     TaskStatus,
     TouchUpdate,
 )
-from chongming_runtime.persistence._writer import MAX_BATCH, MAX_FAILURES, StoreWriter
+from chongming_runtime.persistence._writer import (
+    MAX_BATCH,
+    MAX_FAILURES,
+    TOUCH_BATCH,
+    StoreWriter,
+)
 
 
 class FlakyStore(InMemoryTaskStore):
@@ -215,6 +220,126 @@ def test_touches_merge_and_never_bump_the_version(make_writer: Callable[..., Sto
     assert stored.progress == Progress(2, total=10)
     assert stored.lease_owner == "node-a"
     assert stored.status_version == 0
+    writer.close()
+
+
+class CountingTouchStore(FlakyStore):
+    """Counts the updates of each `touch_many`; fails the call number `fail_at` (1-based)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.touch_calls: list[int] = []
+        self.fail_at: int | None = None
+
+    def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
+        self.touch_calls.append(len(updates))
+        if self.fail_at == len(self.touch_calls):
+            raise StoreError("store unavailable (simulated outage)")
+        return super().touch_many(updates)
+
+
+def _queued(writer: StoreWriter, count: int) -> list[StateMachine]:
+    machines = []
+    for n in range(count):
+        machine = StateMachine.create(f"t{n}", "x", clock=FakeClock())
+        machine.mark_queued()
+        writer.record(machine.snapshot, machine.transitions)
+        machines.append(machine)
+    assert writer.flush()
+    return machines
+
+
+def test_lease_renewals_of_waiting_tasks_are_written_a_slice_at_a_time(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
+    """A controller holding thousands of queued tasks renews all their leases every third of
+    a lease: written `TOUCH_BATCH` at a time, each fenced at the version stored (D175)."""
+    store = CountingTouchStore()
+    clock = FakeClock()
+    writer = make_writer(store, clock=clock, flush_interval=60)
+    count = 2 * TOUCH_BATCH + 7
+    _queued(writer, count)
+    first = clock.now() + timedelta(seconds=30)
+    writer.renew_leases([f"t{n}" for n in range(count)], "node-a", first)
+    later = first + timedelta(seconds=10)  # renewed again before a flush: the latest lease
+    writer.renew_leases([f"t{n}" for n in range(count)], "node-a", later)
+    assert writer.pending_count == count
+    assert writer.flush()
+    assert store.touch_calls == [TOUCH_BATCH, TOUCH_BATCH, 7]
+    for n in (0, TOUCH_BATCH, count - 1):
+        stored = store.get(f"t{n}")
+        assert stored is not None
+        assert (stored.lease_owner, stored.lease_until) == ("node-a", later)
+        assert (stored.status, stored.status_version) == (TaskStatus.QUEUED, 1)
+    assert writer.pending_count == 0
+    writer.close()
+
+
+def test_a_lease_renewal_and_other_touches_of_a_task_merge_either_way(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
+    store = CountingTouchStore()
+    clock = FakeClock()
+    writer = make_writer(store, clock=clock, flush_interval=60)
+    _queued(writer, 2)
+    until = clock.now() + timedelta(seconds=30)
+    writer.touch(TouchUpdate("t0", progress=Progress(1, total=4)))
+    writer.renew_leases(["t0", "t1"], "node-a", until)
+    writer.touch(TouchUpdate("t1", progress=Progress(3, total=4)))
+    assert writer.flush()
+    for task_id, done in (("t0", 1), ("t1", 3)):
+        stored = store.get(task_id)
+        assert stored is not None
+        assert (stored.progress, stored.lease_until) == (Progress(done, total=4), until)
+    writer.close()
+
+
+def test_a_renewal_the_store_failed_to_take_is_written_at_the_next_flush_not_lost(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
+    store = CountingTouchStore()
+    clock = FakeClock()
+    writer = make_writer(store, clock=clock, flush_interval=60)
+    count = TOUCH_BATCH + 3
+    _queued(writer, count)
+    until = clock.now() + timedelta(seconds=30)
+    store.fail_at = 2  # the first slice goes in, the second fails
+    writer.renew_leases([f"t{n}" for n in range(count)], "node-a", until)
+    assert not writer.flush()
+    assert writer.failures[-1].operation == "touch_many"
+    assert writer.failures[-1].task_ids == tuple(f"t{n}" for n in range(TOUCH_BATCH, count))
+    assert writer.pending_count == 3  # the slice that went in is not written again
+    assert writer.flush()
+    assert store.touch_calls == [TOUCH_BATCH, 3, 3]
+    assert all(store.get(f"t{n}").lease_until == until for n in range(count))  # type: ignore[union-attr]
+    writer.close()
+
+
+def test_a_finished_or_diverged_task_has_no_lease_renewed(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
+    store = CountingTouchStore()
+    clock = FakeClock()
+    writer = make_writer(store, clock=clock, flush_interval=60)
+    done, taken, _ = _queued(writer, 3)
+    seen = len(done.transitions)
+    done.mark_starting()
+    done.mark_running()
+    done.mark_succeeded()
+    writer.record(done.snapshot, done.transitions[seen:], durable=True)
+    other = taken.snapshot.evolve(status_version=5)  # another process moved it on
+    assert store.save_many([SnapshotWrite(other, 1, ())]) == []
+    stale = taken.snapshot.evolve(progress=Progress(1, total=2), status_version=2)
+    writer.record(stale)
+    assert writer.flush()  # its conflict: the task is another writer's now
+    assert writer.diverged("t1")
+    until = clock.now() + timedelta(seconds=30)
+    writer.renew_leases(["t0", "t1", "t2"], "node-a", until)
+    assert writer.pending_count == 1
+    assert writer.flush()
+    assert store.touch_calls[-1] == 1
+    assert store.get("t2").lease_until == until  # type: ignore[union-attr]
+    assert store.get("t0").lease_until is None  # type: ignore[union-attr]
     writer.close()
 
 

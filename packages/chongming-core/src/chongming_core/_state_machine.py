@@ -69,9 +69,13 @@ class StateMachine:
         clock: Clock | None = None,
     ) -> None:
         self._snapshot = snapshot
-        # a tuple: a waiting task's one transition costs 48 bytes, not a list's 88, and
-        # `transitions` hands it out without a copy (a machine records a handful)
-        self._transitions: tuple[Transition, ...] = tuple(transitions)
+        # a tuple, or the transition itself while there is one: a waiting task's one
+        # transition costs no container (a list's 88 bytes, a tuple's 48), and
+        # `transitions` hands the tuple out without a copy (a machine records a handful)
+        recorded = tuple(transitions)
+        self._transitions: tuple[Transition, ...] | Transition = (
+            recorded[0] if len(recorded) == 1 else recorded
+        )
         self._clock: Clock = clock if clock is not None else SYSTEM_CLOCK
 
     @classmethod
@@ -164,7 +168,8 @@ class StateMachine:
     @property
     def transitions(self) -> tuple[Transition, ...]:
         """Every transition this machine recorded (or was rehydrated with), oldest first."""
-        return self._transitions
+        recorded = self._transitions
+        return recorded if isinstance(recorded, tuple) else (recorded,)
 
     @property
     def clock(self) -> Clock:
@@ -264,7 +269,13 @@ class StateMachine:
             snap.task_id, snap.status, target, trigger, actor, reason, version, now
         )
         self._snapshot = new
-        self._transitions = (*self._transitions, record)
+        recorded = self._transitions
+        if not isinstance(recorded, tuple):
+            self._transitions = (recorded, record)
+        elif recorded:
+            self._transitions = (*recorded, record)
+        else:
+            self._transitions = record
         return record
 
     def _attempt_record(

@@ -150,7 +150,9 @@ class ReadyItem:
         return self.sort_key < other.sort_key
 
 
-_Entry = tuple[int, int, str, frozenset[str], int | None]  # -priority, sequence, id, tags, bucket
+# -priority, sequence, id, then tags and bucket unless the task has neither (see `ReadyQueue`)
+_Entry = tuple[int, int, str] | tuple[int, int, str, frozenset[str], int | None]
+_NO_TAGS: frozenset[str] = frozenset()
 
 
 class ReadyQueue:
@@ -158,7 +160,8 @@ class ReadyQueue:
 
     A queued task costs one tuple ``(-priority, sequence, task_id, tags, bucket)``,
     shared by the heap and the index: ordering is a C-level tuple comparison (the
-    sequence is unique, so nothing after it is ever compared).
+    sequence is unique, so nothing after it is ever compared). A task with no tags and
+    no bucket, the usual one, is ``(-priority, sequence, task_id)``: 16 bytes less.
     """
 
     def __init__(self) -> None:
@@ -183,7 +186,11 @@ class ReadyQueue:
         """Queue `task_id` behind every task of the same or higher priority."""
         if task_id in self._live:
             return
-        entry = (-priority, next(self._counter), task_id, tags, bucket)
+        entry: _Entry = (
+            (-priority, next(self._counter), task_id, tags, bucket)
+            if tags or bucket is not None
+            else (-priority, next(self._counter), task_id)
+        )
         self._live[task_id] = entry
         heapq.heappush(self._heap, entry)
 
@@ -206,7 +213,7 @@ class ReadyQueue:
             entry = heapq.heappop(heap)
             if live.get(entry[2]) is not entry:
                 continue  # removed lazily
-            if capacity.fits(entry[3], entry[4]):
+            if len(entry) == 3 or capacity.fits(entry[3], entry[4]):
                 del live[entry[2]]
                 found = entry
                 break
@@ -215,6 +222,8 @@ class ReadyQueue:
             heapq.heappush(heap, entry)
         if found is None:
             return None
+        if len(found) == 3:
+            return ReadyItem(found[2], -found[0], _NO_TAGS, None, found[1])
         negative, sequence, task_id, tags, bucket = found
         return ReadyItem(task_id, -negative, tags, bucket, sequence)
 
@@ -222,6 +231,8 @@ class ReadyQueue:
         """How many queued tasks carry each tag."""
         counts: dict[str, int] = {}
         for entry in self._live.values():
+            if len(entry) == 3:
+                continue
             for tag in entry[3]:
                 counts[tag] = counts.get(tag, 0) + 1
         return counts

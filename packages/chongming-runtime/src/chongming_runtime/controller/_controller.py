@@ -404,7 +404,7 @@ class Controller:
         run = self._make_run(registered.fn, machine, args, kwargs, options)
         if not self._poller.started:
             self._poller.start()
-        run.start_unless_ended()  # a stop_all() may have reached it first
+        run.start_unless_ended(queued_at=now)  # a stop_all() may have reached it first
         return run
 
     # ================================================================ durable work

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import datetime, timedelta
 from functools import partial
 from typing import Any, Protocol
@@ -120,6 +120,10 @@ class TouchSink(Protocol):
 
     def touch(self, update: TouchUpdate) -> None:
         """Queue a side-path update."""
+        ...
+
+    def renew_leases(self, task_ids: Iterable[str], owner: str, until: datetime) -> None:
+        """Queue a renewal of the lease of each of `task_ids`: `owner` until `until`."""
         ...
 
     def request_flush(self) -> None:
@@ -245,6 +249,7 @@ class LeaseKeeper:
             {"lease_owner": lease.owner, "lease_until": lease.until} if renew else {}
         )
         touched = renew
+        waiting: list[str] = []  # renewed with one mark each, not an update each (D175)
         for run in runs:
             status = run.status
             if status.is_terminal:
@@ -262,7 +267,9 @@ class LeaseKeeper:
                     )
                 )
             elif renew:
-                writer.touch(TouchUpdate(run.task_id, **leased))
+                waiting.append(run.task_id)
+        if waiting:
+            writer.renew_leases(waiting, lease.owner, lease.until)
         if renew:
             for holder in self._holders:
                 holder.renew(lease.until)

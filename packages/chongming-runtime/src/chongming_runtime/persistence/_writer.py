@@ -79,6 +79,23 @@ MAX_FAILURES = 20
 #: Most task writes in one store transaction (a flush of more is split).
 MAX_BATCH = 500
 
+#: Most side-path updates in one ``touch_many`` (a renewal of thousands of waiting tasks'
+#: leases is written, and its updates made, a slice at a time).
+TOUCH_BATCH = 1000
+
+
+class _LeaseRenewal:
+    """The mark of a task whose only side-path update is a renewal of the writer's latest
+    lease (`StoreWriter.renew_leases`): one shared object, not an update per task."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "LEASE_RENEWAL"
+
+
+_RENEWAL = _LeaseRenewal()
+
 #: Recorded writes waiting beyond which the recording thread flushes them itself.
 BACKLOG = 4 * MAX_BATCH
 
@@ -180,7 +197,10 @@ class StoreWriter:
         # thread never waits for a lock that a flush, or another recording thread, holds
         self._inbox: deque[_Write | _Forget] = deque()
         self._pending: dict[str, _Write] = {}  # taken from the inbox; the flush lock's
-        self._touches: dict[str, TouchUpdate] = {}
+        # side-path updates by task; a waiting task's lease renewal is the shared mark, written
+        # with `_renewed` (the latest lease renewed: owner, until) when flushed
+        self._touches: dict[str, TouchUpdate | _LeaseRenewal] = {}
+        self._renewed: tuple[str, datetime] | None = None
         self._stored_version: dict[str, int] = {}
         self._diverged: set[str] = set()
         # tasks whose latest write taken is terminal: a side-path update (a lease renewal
@@ -311,13 +331,53 @@ class StoreWriter:
     def touch(self, update: TouchUpdate) -> None:
         """Queue a side-path update; merged with earlier ones for the same task."""
         with self._lock:
-            if update.task_id in self._diverged or update.task_id in self._finished:
+            task_id = update.task_id
+            if task_id in self._diverged or task_id in self._finished:
                 return
-            earlier = self._touches.get(update.task_id)
-            if earlier is not None:
-                update = _merge(earlier, update)
-            self._touches[update.task_id] = update
+            earlier = self._touches.get(task_id)
+            self._touches[task_id] = (
+                update if earlier is None else self._combined(task_id, earlier, update)
+            )
         self._ensure_thread()
+
+    def renew_leases(self, task_ids: Iterable[str], owner: str, until: datetime) -> None:
+        """Queue a renewal of the lease of each of `task_ids` (`owner` holds it `until` then;
+        a later renewal's lease replaces it). A controller holding thousands of waiting
+        tasks renews them all every third of a lease: each costs a mark in a table, not an
+        update object, and they are written `TOUCH_BATCH` at a time (D175)."""
+        with self._lock:
+            self._renewed = (owner, until)
+            touches = self._touches
+            skipped = self._diverged.union(self._finished) if self._diverged else self._finished
+            for task_id in task_ids:
+                if task_id in skipped:
+                    continue
+                earlier = touches.get(task_id)
+                touches[task_id] = (
+                    _RENEWAL
+                    if earlier is None or earlier is _RENEWAL
+                    else self._combined(task_id, earlier, _RENEWAL)
+                )
+        self._ensure_thread()
+
+    def _renewal(self, task_id: str) -> TouchUpdate:
+        """The update a renewal mark stands for: the latest lease renewed."""
+        renewed = self._renewed
+        assert renewed is not None  # a mark is set only with a lease
+        return TouchUpdate(task_id, lease_owner=renewed[0], lease_until=renewed[1])
+
+    def _combined(
+        self,
+        task_id: str,
+        older: TouchUpdate | _LeaseRenewal,
+        newer: TouchUpdate | _LeaseRenewal,
+    ) -> TouchUpdate | _LeaseRenewal:
+        """`newer` over `older`, either a renewal mark or an update."""
+        if older is _RENEWAL and newer is _RENEWAL:
+            return _RENEWAL
+        old = self._renewal(task_id) if isinstance(older, _LeaseRenewal) else older
+        new = self._renewal(task_id) if isinstance(newer, _LeaseRenewal) else newer
+        return _merge(old, new)
 
     def when_stored(self, task_id: str, version: int, callback: Callable[[], None]) -> bool:
         """Call `callback` once the store holds `task_id` at `version` or later, written by
@@ -459,7 +519,7 @@ class StoreWriter:
                 step = min(left, MAX_BATCH)
                 left -= step
                 callbacks.extend(self._take(step))
-                touches: dict[str, TouchUpdate] = {}
+                touches: dict[str, TouchUpdate | _LeaseRenewal] = {}
                 if not left:
                     with self._lock:
                         touches = self._touches
@@ -528,7 +588,7 @@ class StoreWriter:
     def _write(
         self,
         batch: dict[str, _Write],
-        touches: dict[str, TouchUpdate],
+        touches: dict[str, TouchUpdate | _LeaseRenewal],
     ) -> tuple[bool, bool]:
         """Write; returns (everything went in, the store is down). `batch` is `_pending`:
         a write leaves it once the store took it, or refused it for a conflict (the store's
@@ -598,33 +658,55 @@ class StoreWriter:
                 self._fail_text("save_many", tuple(task_ids_failed), error)
         if touches and locked:  # they would wait for the same lock: kept for the next flush
             self._requeue_touches(touches)
-        elif touches:
-            # fenced to the version this writer last stored: once another process moved a
-            # task on (reconcile() marked it lost, say), this one's renewals change nothing.
-            # A task whose write failed or is in doubt is at no version this writer knows
-            # yet: its touch waits until that write is settled
-            held_back = {t: u for t, u in touches.items() if t in batch or t in in_doubt}
-            if held_back:
-                self._requeue_touches(held_back)
-            fenced = [
-                dataclasses.replace(update, held_version=self._stored_version[task_id])
-                if task_id in self._stored_version
-                else update
-                for task_id, update in touches.items()
-                if task_id not in held_back
-            ]
+        elif touches and not self._touch(batch, touches):
+            return False, True
+        return not failed, down
+
+    def _touch(
+        self, batch: dict[str, _Write], touches: dict[str, TouchUpdate | _LeaseRenewal]
+    ) -> bool:
+        """Write `touches` (after the snapshots), `TOUCH_BATCH` at a time; False when the
+        store failed (what was not written is put back for the next flush)."""
+        # fenced to the version this writer last stored: once another process moved a task
+        # on (reconcile() marked it lost, say), this one's renewals change nothing. A task
+        # whose write failed or is in doubt is at no version this writer knows yet: its
+        # touch waits until that write is settled
+        in_doubt = self._in_doubt
+        held_back = {t: u for t, u in touches.items() if t in batch or t in in_doubt}
+        if held_back:
+            self._requeue_touches(held_back)
+        stored = self._stored_version
+        renewed = self._renewed
+        items = [(t, u) for t, u in touches.items() if t not in held_back]
+        for start in range(0, len(items), TOUCH_BATCH):
+            fenced: list[TouchUpdate] = []
+            for task_id, update in items[start : start + TOUCH_BATCH]:
+                held = stored.get(task_id)
+                if isinstance(update, _LeaseRenewal):
+                    assert renewed is not None  # a mark is set only with a lease
+                    owner, until = renewed
+                    fenced.append(
+                        TouchUpdate(
+                            task_id, lease_owner=owner, lease_until=until, held_version=held
+                        )
+                    )
+                else:
+                    fenced.append(
+                        update if held is None else dataclasses.replace(update, held_version=held)
+                    )
             try:
                 # touches after snapshots: a terminal save must not be overwritten by older
                 # side-path values, and touch_many only changes the fields it names
                 applied = self._store.touch_many(fenced)
             except Exception as exc:  # a store's own bug too: the writes stay pending
-                self._requeue_touches(touches)
+                unwritten = dict(items[start:])
+                self._requeue_touches(unwritten)
                 self._locked = _is_locked(exc)
-                self._fail("touch_many", tuple(touches), exc)
-                return False, True
+                self._fail("touch_many", tuple(unwritten), exc)
+                return False
             if applied < len(fenced):
                 self._find_moved_on([u for u in fenced if u.held_version is not None])
-        return not failed, down
+        return True
 
     def _find_moved_on(self, fenced: list[TouchUpdate]) -> None:
         """Some fenced touches changed nothing: the tasks that moved on in the store (or left
@@ -773,13 +855,13 @@ class StoreWriter:
                 del batch[task_id]
         return {}
 
-    def _requeue_touches(self, touches: dict[str, TouchUpdate]) -> None:
+    def _requeue_touches(self, touches: dict[str, TouchUpdate | _LeaseRenewal]) -> None:
         """Put touches that were not written back, under any recorded since."""
         with self._lock:
             for task_id, update in touches.items():
                 newer_touch = self._touches.get(task_id)
                 self._touches[task_id] = (
-                    update if newer_touch is None else _merge(update, newer_touch)
+                    update if newer_touch is None else self._combined(task_id, update, newer_touch)
                 )
 
     def _on_conflict(self, conflict: ConcurrencyConflict) -> None:
