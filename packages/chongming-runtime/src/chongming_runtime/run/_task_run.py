@@ -148,9 +148,9 @@ _DELIVERING = 64
 class _Rare:
     """What few runs ever have: a stop's or a cancellation's reason, a backoff timer,
     progress, log lines, an abandoned body's waiters, upstream values, the inline
-    driver's event, listeners holding `wait()`. A queued run shares `_NOTHING_RARE`
-    and makes its own at the first write (`TaskRun._rare_made`): 64 bytes less per run
-    (D176)."""
+    driver's event, listeners holding `wait()` and the snapshot they hold. A queued run
+    shares `_NOTHING_RARE` and makes its own at the first write (`TaskRun._rare_made`):
+    72 bytes less per run (D176)."""
 
     __slots__ = (
         "abandoned",
@@ -159,6 +159,7 @@ class _Rare:
         "finish_holds",
         "logs",
         "progress",
+        "settled",
         "stop_reason",
         "upstream",
         "wakeup",
@@ -172,6 +173,8 @@ class _Rare:
         self.finish_holds = 0  # listeners that asked `wait()` to wait for them
         self.logs: deque[str] | None = None
         self.progress: Progress | None = None
+        #: the terminal snapshot every listener was told while one held `wait()`
+        self.settled: TaskSnapshot | None = None
         self.stop_reason: str | None = None
         self.upstream: Mapping[str, Any] | None = None
         self.wakeup: threading.Event | None = None  # made by the inline driver
@@ -252,7 +255,6 @@ class TaskRun:
         "_outbox",
         "_pauses",
         "_rare",
-        "_settled",
         "_setup",
         "_task_id",
     )
@@ -373,7 +375,6 @@ class TaskRun:
         # the composed terminal snapshot, once told: the run is done (a run made of a
         # finished task is done from the start)
         self._final: TaskSnapshot | None = machine.snapshot if machine.status.is_terminal else None
-        self._settled: TaskSnapshot | None = None  # told to every listener, maybe held
         # the lifecycle
         self._flags = 0  # the lifecycle's yes-or-no facts: `_START_REQUESTED` and the rest
         self._attempt: Attempt | None = None
@@ -1228,7 +1229,7 @@ class TaskRun:
                 released = True
                 rare = self._rare
                 rare.finish_holds -= 1
-                settled = self._settled if rare.finish_holds == 0 else None
+                settled = rare.settled if rare.finish_holds == 0 else None
             if settled is not None:
                 self._finish(settled)
 
@@ -1237,8 +1238,10 @@ class TaskRun:
     def _settle_told(self, snapshot: TaskSnapshot) -> None:
         """Every listener has seen the terminal transition; finish unless one holds it."""
         with self._lock:
-            self._settled = snapshot
-            held = self._rare.finish_holds > 0
+            rare = self._rare
+            held = rare.finish_holds > 0
+            if held:  # made by `hold_finish`: kept for the last release
+                rare.settled = snapshot
         if not held:
             self._finish(snapshot)
 
