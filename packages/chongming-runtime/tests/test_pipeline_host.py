@@ -5,7 +5,7 @@ leases and refuses a pipeline while it closes."""
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -93,8 +93,10 @@ class Host:
     def write_durably(self, snapshot: TaskSnapshot, transitions: Sequence[Transition]) -> None:
         self.durable.append((snapshot.task_id, snapshot.status))
 
-    def touch(self, update: TouchUpdate) -> None:
-        self.touches.append(update)
+    def renew_leases(self, task_ids: Iterable[str], until: datetime) -> None:
+        self.touches.extend(
+            TouchUpdate(t, lease_owner=self.owner, lease_until=until) for t in task_ids
+        )
 
     def note(self, operation: str, error: str) -> None:
         raise AssertionError(f"{operation} failed: {error}")

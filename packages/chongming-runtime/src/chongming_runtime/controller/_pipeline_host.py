@@ -7,10 +7,11 @@ the store writer, the closing check — and nothing else.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import Any
 
-from chongming_core import Clock, StateMachine, TaskSnapshot, TouchUpdate, Transition
+from chongming_core import Clock, StateMachine, TaskSnapshot, Transition
 from chongming_runtime.controller._registry import RegisteredTask, TaskRegistry
 from chongming_runtime.controller._task_options import TaskOptions
 from chongming_runtime.persistence._writer import StoreWriter
@@ -98,9 +99,9 @@ class ControllerHost:
         """Write a node's end; returns once a flush that took it was attempted."""
         self._writer.record(snapshot, transitions, durable=True)
 
-    def touch(self, update: TouchUpdate) -> None:
-        """Queue a node's lease renewal."""
-        self._writer.touch(update)
+    def renew_leases(self, task_ids: Iterable[str], until: datetime) -> None:
+        """Queue a renewal of the nodes' leases (a mark each, D175)."""
+        self._writer.renew_leases(task_ids, self.owner, until)
 
     def note(self, operation: str, error: str) -> None:
         """Record a failure in `persist_failures`."""

@@ -28,7 +28,6 @@ from chongming_core import (
     TaskSnapshot,
     TaskStatus,
     TimerHandle,
-    TouchUpdate,
     Transition,
 )
 from chongming_runtime.pipeline._definition import (
@@ -501,9 +500,7 @@ class PipelineCoordinator:
     def renew(self, until: datetime) -> None:
         """Renew the leases of unreleased nodes to `until` (they are this process's tasks
         too; a `LeaseHolder` of the controller's lease keeper)."""
-        c = self._host
-        for task_id in self.held_ids():
-            c.touch(TouchUpdate(task_id, lease_owner=c.owner, lease_until=until))
+        self._host.renew_leases(self.held_ids(), until)
 
     def wait_all(self, deadline: float | None) -> None:
         """Wait for every pipeline of this controller."""

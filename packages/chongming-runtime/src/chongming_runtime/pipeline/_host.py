@@ -9,10 +9,11 @@ refused.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
-from chongming_core import Clock, StateMachine, TaskSnapshot, TouchUpdate, Transition
+from chongming_core import Clock, StateMachine, TaskSnapshot, Transition
 
 if TYPE_CHECKING:
     from chongming_runtime.run._task_run import TaskRun
@@ -83,8 +84,8 @@ class PipelineHost(Protocol):
         """Write a node's snapshot; returns once a flush that took it was attempted."""
         ...
 
-    def touch(self, update: TouchUpdate) -> None:
-        """Queue a side-path update of a node (its renewed lease)."""
+    def renew_leases(self, task_ids: Iterable[str], until: datetime) -> None:
+        """Queue a renewal of the nodes' leases: this node holds them `until` then."""
         ...
 
     def note(self, operation: str, error: str) -> None:
