@@ -18,8 +18,9 @@ Two roles:
 ``serve``
     A worker of durable tasks: registers ``append`` (writes its task id and this
     worker's owner to the report, then returns), ``spin`` (checkpoints until
-    stopped) and ``gpu`` (tagged ``gpu``; marks its beginning and end, and holds until
-    the file ``--gate`` exists when one is given), serves them from the shared store
+    stopped, and reports that it unwound) and ``gpu`` (tagged ``gpu``; marks its
+    beginning and end, and holds until the file ``--gate`` exists when one is
+    given), serves them from the shared store
     until the file ``--hold`` exists, then closes its controller and exits 0 (or until
     the test kills it).
 
@@ -474,9 +475,12 @@ def serve(args: argparse.Namespace) -> int:
 
     def spin(ctx: Any) -> None:
         report.emit("spinning", task_id=ctx.task_id, owner=args.owner)
-        while True:
-            ctx.checkpoint()
-            time.sleep(0.005)
+        try:
+            while True:
+                ctx.checkpoint()
+                time.sleep(0.005)
+        finally:  # a stop reached the body here (a checkpoint raised)
+            report.emit("unwound", task_id=ctx.task_id, owner=args.owner)
 
     controller.register("append", append)
     controller.register("gpu", gpu, tags=["gpu"])

@@ -9,6 +9,8 @@ the workers on the same buckets and on disjoint ones.
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 import time
 from collections import Counter
@@ -168,6 +170,33 @@ def test_a_worker_killed_with_sigkill_leaves_nothing_running_after_reconcile(
     assert {line["task_id"] for line in read_report(report) if line["event"] == "spinning"} == set(
         held
     )
+
+
+def test_a_worker_frozen_past_its_lease_stops_the_body_that_reconcile_declared_lost(
+    children: Children, target: Target, feeder: Controller, tmp_path: Path
+) -> None:
+    """SIGSTOP past the lease, `reconcile` from the feeder, SIGCONT: the woken worker finds
+    the verdict when it renews, leaves the store's `lost` alone and stops its body there,
+    instead of running a second copy of a task the fleet was told is gone (D177)."""
+    workers = start_workers(children, target, tmp_path, [None])
+    proc, report, hold = workers[0]
+    held = feeder.enqueue("spin")
+    wait_running(feeder, [held])
+    os.killpg(proc.pid, signal.SIGSTOP)
+    try:
+        time.sleep(1.3)  # its lease (1 s) runs out
+        assert [s.task_id for s in feeder.reconcile().lost] == [held]
+    finally:
+        os.killpg(proc.pid, signal.SIGCONT)
+    verdict = feeder.history(held)
+    assert verdict[-1].to_status is S.LOST
+    line = wait_for_line(report, "unwound", proc, timeout=WAIT)
+    assert line["task_id"] == held
+    hold.touch()
+    code, err = finish(proc, WAIT)
+    assert code == 0, err
+    assert feeder.history(held) == verdict  # the woken worker wrote nothing over it
+    assert feeder.get(held).status is S.LOST  # type: ignore[union-attr]
 
 
 def test_a_fleet_limit_holds_across_three_worker_processes(

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from chongming_cli import EXIT_FAILED, EXIT_OK, main
+from chongming_cli import EXIT_FAILED, EXIT_OK, EXIT_OUTPUT_CLOSED, main
 from chongming_cli._parser import build_parser
 
 DISTRIBUTIONS = (
@@ -163,3 +163,28 @@ def test_an_option_of_a_command_before_its_name_is_said_to_go_after_it(
         "chongming-task: error: unrecognized arguments: --max-paralel (the worker command has "
         "no such option either; see: chongming-task worker --help)\n"
     )
+
+
+@pytest.mark.parametrize("command", [["ps"], ["reconcile", "--dry-run"], ["nodes"]])
+def test_a_reader_that_closed_stdout_ends_the_command_quietly(
+    tmp_path: Path, command: list[str]
+) -> None:
+    """``chongming-task ps | head -1`` (a reader that stopped reading): no error line that
+    blames a file, and the code a shell reports for a program a closed pipe ended (D178)."""
+    from chongming_store_sqlite import SqliteTaskStore
+
+    db = tmp_path / "tasks.db"
+    SqliteTaskStore(db).close()
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before anything is written
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "chongming_cli", "--db", str(db), *command],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(write)
+    assert (done.returncode, done.stderr.decode()) == (EXIT_OUTPUT_CLOSED, "")

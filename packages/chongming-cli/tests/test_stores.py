@@ -36,8 +36,15 @@ def test_precedence_options_then_environment_then_default() -> None:
         resolve_location("a.db", "sqlite:///b.db", {})
     with pytest.raises(CliError, match="pass URLs with --dsn"):
         resolve_location("postgresql://u:pw@h/db", None, {})
-    with pytest.raises(CliError, match="must be a store URL"):
+    with pytest.raises(CliError, match="must be a store URL") as refused:
         resolve_location(None, "host=db password=x", {})
+    # the form the PostgreSQL store's own errors mention is named, with the URL to write
+    assert "libpq's key=value form" in refused.value.message
+    assert "postgresql://USER:PASSWORD@HOST:PORT/DBNAME" in refused.value.message
+    assert "password=x" not in refused.value.message
+    with pytest.raises(CliError, match="must be a store URL such as") as other:
+        resolve_location(None, "db.example:5432/tasks", {})
+    assert "key=value" not in other.value.message
 
 
 @pytest.mark.parametrize(

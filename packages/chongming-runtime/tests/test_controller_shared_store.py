@@ -182,6 +182,42 @@ def test_reconcile_marks_a_dead_workers_tasks_lost(
     dead.close(timeout=WAIT)
 
 
+def test_a_node_that_wakes_to_find_its_task_lost_stops_the_body_there(
+    controllers: Callable[..., Controller], closer: Closer
+) -> None:
+    """A node frozen past its lease (SIGSTOP, a paused VM) wakes after `reconcile` marked
+    its running task lost: the store's record stands, and the body here is stopped at its
+    next checkpoint instead of running on as a second copy (D177)."""
+    store = InMemoryTaskStore()
+    frozen_clock = FakeClock()
+    frozen = closer.controller(
+        store=store, owner="worker-1", clock=frozen_clock, lease_ttl=30, touch_interval=1
+    )
+    frozen.register("sync", worker_body)
+    run = frozen.submit("sync", "x", task_id="in-flight")
+    wait_until(lambda: run.status is S.RUNNING, "the task to run")
+    assert frozen.flush()
+    clock = FakeClock()
+    clock.advance(31)
+    survivor = controllers(store=store, owner="worker-2", clock=clock)
+    assert [s.task_id for s in survivor.reconcile().lost] == ["in-flight"]
+    verdict = store.history("in-flight")
+    # worker-1 wakes: its next tick renews the lease of a task that moved on meanwhile
+    frozen_clock.advance(11)
+    frozen.flush()
+    outcome = run.wait(WAIT)
+    assert outcome.status is S.STOPPED
+    trail = [(t.to_status, t.reason) for t in run.transitions]
+    assert [status for status, _ in trail[-3:]] == [S.RUNNING, S.STOPPING, S.STOPPED]
+    assert "another process wrote this task" in (trail[-2][1] or "")
+    frozen.flush()
+    stored = store.get("in-flight")
+    assert stored is not None
+    assert stored.status is S.LOST  # the verdict stands
+    assert store.history("in-flight") == verdict
+    frozen.close(timeout=WAIT)
+
+
 def _worker_running(
     controllers: Callable[..., Controller], task_id: str, *, lease_ttl: float
 ) -> tuple[InMemoryTaskStore, FakeClock, Controller]:

@@ -183,6 +183,26 @@ def test_a_renewal_after_another_writer_moved_the_task_on_changes_nothing(
     writer.close()
 
 
+def test_a_task_another_process_moved_on_is_reported_once(
+    make_writer: Callable[..., StoreWriter],
+) -> None:
+    """The holder hears of it (and stops the body: D177), once, whichever write found it."""
+    store = FlakyStore()
+    clock = FakeClock()
+    moved_on: list[str] = []
+    writer = make_writer(store, clock=clock, flush_interval=0, moved_on=moved_on.append)
+    machine = _running_then_marked_lost(store, writer, clock)
+    assert moved_on == []
+    writer.touch(TouchUpdate("t1", progress=Progress(1, total=2)))
+    assert writer.flush()
+    assert moved_on == ["t1"]
+    machine.mark_stopping()
+    writer.record(machine.snapshot, machine.transitions[-1:])
+    assert writer.flush()
+    assert moved_on == ["t1"]
+    writer.close()
+
+
 def test_renewals_of_tasks_still_held_are_not_fenced_off(
     make_writer: Callable[..., StoreWriter],
 ) -> None:

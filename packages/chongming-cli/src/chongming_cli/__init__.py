@@ -14,6 +14,7 @@ from __future__ import annotations
 from chongming_cli._args import parse_arg_value as parse_arg_value
 from chongming_cli._exit import EXIT_FAILED as EXIT_FAILED
 from chongming_cli._exit import EXIT_OK as EXIT_OK
+from chongming_cli._exit import EXIT_OUTPUT_CLOSED as EXIT_OUTPUT_CLOSED
 from chongming_cli._exit import EXIT_TASK_NOT_SUCCEEDED as EXIT_TASK_NOT_SUCCEEDED
 from chongming_cli._exit import CliError as CliError
 from chongming_cli._main import main as main
@@ -27,6 +28,7 @@ __all__ = [
     "ENTRY_POINT_GROUP",
     "EXIT_FAILED",
     "EXIT_OK",
+    "EXIT_OUTPUT_CLOSED",
     "EXIT_TASK_NOT_SUCCEEDED",
     "CliError",
     "main",

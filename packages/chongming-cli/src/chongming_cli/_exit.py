@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_TASK_NOT_SUCCEEDED", "CliError"]
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_OUTPUT_CLOSED", "EXIT_TASK_NOT_SUCCEEDED", "CliError"]
 
 #: The command did what was asked.
 EXIT_OK = 0
@@ -11,6 +11,9 @@ EXIT_FAILED = 1
 #: The command worked but the task did not succeed (``run`` of a task that ended
 #: failed, stopped, lost, cancelled or skipped).
 EXIT_TASK_NOT_SUCCEEDED = 3
+#: The reader closed stdout (``| head -1``): the command stopped writing, quietly, with
+#: the code a shell reports for any program a closed pipe ended (128 + SIGPIPE; D178).
+EXIT_OUTPUT_CLOSED = 141
 
 
 class CliError(Exception):

@@ -12,7 +12,7 @@ from chongming_cli._completion import complete_if_asked
 from chongming_cli._controls import CONTROLS
 from chongming_cli._durable import cmd_nodes, cmd_submit, cmd_worker
 from chongming_cli._encoding import protected_streams, recover_arguments, recover_environ
-from chongming_cli._exit import EXIT_FAILED, CliError
+from chongming_cli._exit import EXIT_FAILED, EXIT_OUTPUT_CLOSED, CliError
 from chongming_cli._parser import PROG, UsageError, build_parser
 from chongming_cli._run import cmd_run
 from chongming_cli._session import resolve_node
@@ -88,9 +88,17 @@ def _main(argv: Sequence[str] | None) -> int:
     try:
         node = resolve_node(args, environ)
         if args.command == "run":
-            return cmd_run(args, node, console)
-        command = COMMANDS.get(args.command) or CONTROLS.get(args.command) or _DURABLE[args.command]
-        return command(args, node, console)
+            code = cmd_run(args, node, console)
+        else:
+            command = (
+                COMMANDS.get(args.command) or CONTROLS.get(args.command) or _DURABLE[args.command]
+            )
+            code = command(args, node, console)
+        sys.stdout.flush()  # what is still buffered is written here: a closed pipe too
+        return code
+    except BrokenPipeError:  # the reader closed stdout (`ps | head -1`): no error to report
+        _quiet_stdout()
+        return EXIT_OUTPUT_CLOSED
     except (Exception, KeyboardInterrupt) as exc:
         if debug:
             console.note(scrub("".join(traceback.format_exception(exc)).rstrip(), secrets))
@@ -100,5 +108,11 @@ def _main(argv: Sequence[str] | None) -> int:
         try:
             sys.stdout.flush()
         except BrokenPipeError:  # e.g. `chongming-task ps | head -1`
-            devnull = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(devnull, sys.stdout.fileno())
+            _quiet_stdout()
+
+
+def _quiet_stdout() -> None:
+    """Point stdout at the null device: what is left to write (the interpreter's own
+    flush at exit too) goes nowhere instead of raising again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())

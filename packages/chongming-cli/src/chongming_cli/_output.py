@@ -205,9 +205,10 @@ def _time_apart(snapshot: TaskSnapshot, now: datetime) -> list[tuple[str, str]]:
     if gone is not None and snapshot.lease_until is not None:
         text = (
             f"{format_time(snapshot.lease_until)} ({format_elapsed(gone)} ago): its lease was "
-            "not renewed after that, so elapsed and paused count up to then"
+            "not renewed after that, so elapsed and paused count up to then, at most (the "
+            "holder may have stopped before: its last heartbeat is the last sign of it)"
         )
-        pairs.append(("holder gone since", text))
+        pairs.append(("lease ran out", text))
     return pairs
 
 

@@ -41,6 +41,8 @@ DEFAULT_DB = "chongming.db"
 REDACTED = "****"
 
 _SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
+#: A libpq key=value connection string (``host=db dbname=tasks ...``).
+_KEY_VALUE = re.compile(r"^\s*[A-Za-z_]+\s*=")
 _PASSWORD_PARAM = re.compile(r"(?P<key>(?:^|[?&\s])password\s*=\s*)(?P<pw>'[^']*'|[^&\s#]*)", re.I)
 
 
@@ -191,6 +193,13 @@ def _from_dsn(dsn: str, source: str) -> StoreLocation:
     secrets = _secrets(dsn)
     label = scrub(redact_url(dsn), secrets)
     if _SCHEME.match(dsn) is None:
+        if _KEY_VALUE.match(dsn):  # libpq's key=value form, which a library user may pass
+            raise CliError(
+                f"{source} must be a store URL; {label!r} is libpq's key=value form, which "
+                "the console does not take: write it as postgresql://USER:PASSWORD@HOST:PORT/"
+                "DBNAME, percent-encoding in the password '@' as %40, '/' as %2F, '?' as %3F, "
+                "'#' as %23 and a space as %20"
+            )
         raise CliError(
             f"{source} must be a store URL such as postgresql://user@host:5432/db or "
             f"sqlite:///tasks.db, got {label!r}"

@@ -28,6 +28,7 @@ import socket
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
+from functools import partial
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -85,6 +86,7 @@ from chongming_runtime.run._setup import RunSetup, pause_window
 from chongming_runtime.run._task_run import TaskRun
 from chongming_runtime.support._ids import random_hex12
 from chongming_runtime.support._text import refuse_unstorable
+from chongming_runtime.support._thread_cache import run_elsewhere
 
 __all__ = ["Controller", "default_owner"]
 
@@ -95,6 +97,13 @@ _QUEUED = TaskStatus.QUEUED
 #: distinct run setups a controller keeps (more: per-call options made afresh each time)
 _SETUPS_KEPT = 256
 _log = logging.getLogger("chongming_task.controller")
+
+#: The reason of the stop of a run whose task another process wrote meanwhile (D177).
+MOVED_ON_REASON = (
+    "another process wrote this task in the store while this node held it (reconcile "
+    "marked it lost while this node was frozen past its lease, say); its record stands, "
+    "and the body here was stopped"
+)
 
 
 def default_owner() -> str:
@@ -205,7 +214,9 @@ class Controller:
         self._closing = False
         self._closed = False
         self._lease = Lease(self.owner, self.clock, self.lease_ttl)
-        self._writer = StoreWriter(self.store, clock=self.clock, decorate=self._lease.stamp)
+        self._writer = StoreWriter(
+            self.store, clock=self.clock, decorate=self._lease.stamp, moved_on=self._moved_on
+        )
         self._leases = LeaseKeeper(
             self._lease,
             clock=self.clock,
@@ -863,6 +874,24 @@ class Controller:
             opened(task_id, version, checked)
 
         return launch_if_still_ours
+
+    def _moved_on(self, task_id: str) -> None:
+        """The writer found that another process wrote `task_id` in the store while this
+        node held it: `reconcile` marked it lost while this node was frozen past its lease,
+        say. That record stands, and the run here is stopped, so its body does not go on
+        as though nothing happened (D177). Called on the flushing thread, which must not
+        wait for the scheduler's lock: the stop is asked on another thread."""
+        try:
+            run_elsewhere(partial(self._stop_moved_on, task_id), "chongming-moved-on")
+        except Exception:  # no thread to be had (a process limit, shutdown)
+            _log.exception("could not stop task %r, which another process wrote", task_id)
+
+    def _stop_moved_on(self, task_id: str) -> None:
+        run = self._held.get(task_id)
+        if run is not None:
+            run.stop(MOVED_ON_REASON, actor=self.owner)
+        else:  # a pipeline node not released yet, or nothing held here any more
+            self._pipelines.stop_unreleased(task_id, MOVED_ON_REASON)
 
     # ================================================================ pipelines
     def submit_pipeline(self, pipeline: Pipeline) -> PipelineRun:

@@ -169,6 +169,9 @@ class StoreWriter:
         retry_interval: how long to wait after a failed flush before trying again.
         decorate: applied to every snapshot just before it is written (the controller
             stamps its current lease on it).
+        moved_on: called with a task's id when this writer finds that another process
+            wrote the task (a conflict, or a fenced touch that changed nothing), once per
+            task, on the flushing thread: it must not block nor write (D177).
     """
 
     def __init__(
@@ -179,8 +182,10 @@ class StoreWriter:
         flush_interval: float = 0.02,
         retry_interval: float = 0.5,
         decorate: Callable[[TaskSnapshot], TaskSnapshot] | None = None,
+        moved_on: Callable[[str], None] | None = None,
     ) -> None:
         self._store = store
+        self._moved_on = moved_on
         # a store written in this process's memory: a durable write is flushed on the
         # recording thread instead of waking the background thread (see `_flush_here`)
         self._inline = store.writes_in_memory
@@ -867,6 +872,7 @@ class StoreWriter:
     def _on_conflict(self, conflict: ConcurrencyConflict) -> None:
         task_id = conflict.task_id or "?"
         with self._lock:
+            first = task_id not in self._diverged
             self._diverged.add(task_id)
             self._touches.pop(task_id, None)
             self._failures.append(
@@ -878,11 +884,18 @@ class StoreWriter:
                 )
             )
         _log.warning(
-            "another process wrote task %r; its version in the store wins and this process "
-            "stops writing the task: %s",
+            "another process wrote task %r (the store holds it at version %s, this process "
+            "wrote it at %s): the store's record stands; this process stops writing the "
+            "task, and stops its body if it runs here",
             task_id,
-            conflict,
+            "none" if conflict.actual is None else conflict.actual,
+            "none" if conflict.expected is None else conflict.expected,
         )
+        if first and self._moved_on is not None:
+            try:
+                self._moved_on(task_id)
+            except Exception:  # a bug of the callback: the writer goes on
+                _log.exception("could not report that task %r moved on elsewhere", task_id)
 
     def note(self, operation: str, error: str, task_ids: tuple[str, ...] = ()) -> None:
         """Record a failure in `failures` (the command poller, the touch timer and this

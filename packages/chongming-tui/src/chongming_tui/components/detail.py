@@ -111,10 +111,10 @@ def detail_fields(
         gone = Text(format_time(s.lease_until), style=_WARN)
         gone.append(
             f"  ({format_age(-(health.lease_left or 0.0))} ago): elapsed and paused count "
-            "up to then",
+            "up to then, at most (the holder may have stopped before)",
             style="dim",
         )
-        grid.add_row("holder gone since", gone)
+        grid.add_row("lease ran out", gone)
     grid.add_row("failure", _failure(s))
     for record in s.attempts:
         line = Text(f"#{record.number} ")
