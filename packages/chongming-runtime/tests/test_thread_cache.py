@@ -138,6 +138,8 @@ def test_a_queued_run_holds_no_event_condition_log_buffer_or_timer(
     assert queued._deadlines is None
     assert queued._rare.logs is None  # nor the part of a run few runs need (D176)
     assert queued._rare.backoff_timer is None
+    with pytest.raises(AttributeError, match="never written"):  # shared by every such run
+        queued._rare.stop_reason = "a write that would reach every queued run"
     assert queued.logs == ()
     assert clock.pending_timers == timers  # no timer for a queued task without a start timeout
     with_deadline = controller.submit("deadline")
