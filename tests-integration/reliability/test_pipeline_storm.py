@@ -415,7 +415,16 @@ def _node_violations(settled: Settled, node: PipelineNode) -> list[str]:
         # stop, or fail_fast's cancel after another node's failure): no retry follows then
         others = [n for n, s in statuses.items() if n != nid and s in FAILING]
         asked = S.STOPPING in reached or (settled.prun.pipeline.aggregation.is_fail_fast and others)
-        if plan not in {"fail", "fail-once"} or (plan == "fail-once" and entered < 2 and not asked):
+        # an attempt whose start timeout expired before its body began spent the retry
+        # (R1): the body's first run was then the last attempt (a loaded host delays starts)
+        unbegun = sum(
+            1
+            for a in snap.attempts
+            if a.failure is not None and a.failure.kind is FailureKind.TIMEOUT_START
+        )
+        if plan not in {"fail", "fail-once"} or (
+            plan == "fail-once" and entered + unbegun < 2 and not asked
+        ):
             found.append(f"{tid}: a {plan} node failed ({entered} attempts ran): {trail}")
     elif status is S.LOST and (plan != "stubborn" or kind is not FailureKind.LOST):
         found.append(f"{tid}: a {plan} node ended lost with the kind {kind}: {trail}")
