@@ -365,11 +365,12 @@ class StoreWriter:
                 )
         self._ensure_thread()
 
-    def _renewal(self, task_id: str) -> TouchUpdate:
+    def _renewal(self, task_id: str, held_version: int | None = None) -> TouchUpdate:
         """The update a renewal mark stands for: the latest lease renewed."""
         renewed = self._renewed
         assert renewed is not None  # a mark is set only with a lease
-        return TouchUpdate(task_id, lease_owner=renewed[0], lease_until=renewed[1])
+        owner, until = renewed
+        return TouchUpdate(task_id, lease_owner=owner, lease_until=until, held_version=held_version)
 
     def _combined(
         self,
@@ -681,20 +682,13 @@ class StoreWriter:
         if held_back:
             self._requeue_touches(held_back)
         stored = self._stored_version
-        renewed = self._renewed
         items = [(t, u) for t, u in touches.items() if t not in held_back]
         for start in range(0, len(items), TOUCH_BATCH):
             fenced: list[TouchUpdate] = []
             for task_id, update in items[start : start + TOUCH_BATCH]:
                 held = stored.get(task_id)
                 if isinstance(update, _LeaseRenewal):
-                    assert renewed is not None  # a mark is set only with a lease
-                    owner, until = renewed
-                    fenced.append(
-                        TouchUpdate(
-                            task_id, lease_owner=owner, lease_until=until, held_version=held
-                        )
-                    )
+                    fenced.append(self._renewal(task_id, held))
                 else:
                     fenced.append(
                         update if held is None else dataclasses.replace(update, held_version=held)
