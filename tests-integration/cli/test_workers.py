@@ -110,6 +110,20 @@ def _worker(workspace: Workspace, store: list[str], *extra: str) -> subprocess.P
     return process
 
 
+def _sigterm(worker: subprocess.Popen[str], timeout: float = 60.0) -> tuple[int, str]:
+    """SIGTERM `worker` and wait for it: its exit code and stderr."""
+    worker.send_signal(signal.SIGTERM)
+    code, _, err = finish(worker, timeout=timeout)
+    return code, err
+
+
+def _reap(worker: subprocess.Popen[str]) -> None:
+    """Kill `worker` if a failed test left it running."""
+    if worker.poll() is None:
+        worker.kill()
+        worker.communicate()
+
+
 def _submit(workspace: Workspace, store: list[str], *args: str) -> str:
     done = workspace.cli(*store, "submit", *args, "--tasks", "worker_tasks")
     assert done.returncode == 0, done.stderr
@@ -161,12 +175,9 @@ def test_a_worker_fed_by_submit(workspace: Workspace, store: list[str]) -> None:
         nap = _submit(workspace, store, "nap", "--task-id", "nap-1")
         for task_id in (spin, nap):
             _until(workspace, store, task_id, lambda s: s["status"] == "running")
-        worker.send_signal(signal.SIGTERM)
-        code, _, err = finish(worker, timeout=60)
+        code, err = _sigterm(worker)
     finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.communicate()
+        _reap(worker)
     assert code == 0, err
     assert "received SIGTERM: no new claims" in err
     assert "Traceback" not in err
@@ -185,12 +196,9 @@ def test_a_second_signal_stops_at_once(workspace: Workspace, store: list[str]) -
         _until(workspace, store, "nap-2", lambda s: s["status"] == "running")
         worker.send_signal(signal.SIGINT)
         time.sleep(0.5)
-        worker.send_signal(signal.SIGTERM)
-        code, _, err = finish(worker, timeout=20)
+        code, err = _sigterm(worker, timeout=20)
     finally:
-        if worker.poll() is None:
-            worker.kill()
-            worker.communicate()
+        _reap(worker)
     assert code == 1, err
     assert "received SIGTERM again: exiting at once (exit 1)" in err
     assert "Traceback" not in err
@@ -315,3 +323,29 @@ def test_controls_of_a_task_no_worker_holds_yet_say_they_took_effect(
     resumed = control("resume", "later-3")
     assert (resumed["outcome"], resumed["command_sent"]) == ("confirmed", False)
     assert _status(workspace, store, "later-3")["status"] == "queued"
+
+
+def test_a_task_held_back_by_a_full_fleet_limit_says_so(
+    workspace: Workspace, store: list[str]
+) -> None:
+    worker = _worker(workspace, store, "--fleet-limit", "gpu=1", "--grace", "5")
+    try:
+        first = _submit(workspace, store, "spin", "--tag", "gpu", "--task-id", "gpu-1")
+        _until(workspace, store, first, lambda s: s["status"] == "running")
+        second = _submit(workspace, store, "spin", "--tag", "gpu", "--task-id", "gpu-2")
+        other = _submit(workspace, store, "spin", "--task-id", "free-1")
+        _until(workspace, store, other, lambda s: s["status"] == "running")  # room is left
+        assert _status(workspace, store, second)["status"] == "queued"
+        status_text = workspace.cli(*store, "status", second).stdout
+        assert "waiting:   fleet limit 'gpu' is full (1 of 1 held)" in status_text, status_text
+        listed = workspace.cli(*store, "ps")
+        assert "waiting: gpu-2: fleet limit 'gpu' is full (1 of 1 held)" in listed.stderr
+        stopped = workspace.cli(*store, "stop", first)
+        assert stopped.returncode == 0, stopped.stderr
+        # its slot is free: the waiting one is claimed, and nothing is said of it any more
+        _until(workspace, store, second, lambda s: s["status"] == "running")
+        assert "waiting:" not in workspace.cli(*store, "status", second).stdout
+        code, err = _sigterm(worker)
+    finally:
+        _reap(worker)
+    assert code == 0, err

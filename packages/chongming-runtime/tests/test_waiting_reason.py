@@ -21,6 +21,7 @@ def _worker(
     names: tuple[str, ...] = ("resize",),
     buckets: tuple[int, ...] | None = None,
     live: bool = True,
+    fleet_limits: dict[str, object] | None = None,
 ) -> WorkerRecord:
     until = NOW + timedelta(seconds=30) if live else NOW - timedelta(seconds=1)
     return WorkerRecord(
@@ -29,16 +30,18 @@ def _worker(
         pid=1,
         buckets=buckets,
         names=names,
-        capacity={},
+        capacity={} if fleet_limits is None else {"fleet_limits": fleet_limits},
         started_at=NOW - timedelta(hours=1),
         last_seen=NOW,
         lease_until=until,
     )
 
 
-def _reason(snapshot: TaskSnapshot, workers: list[WorkerRecord]) -> str | None:
+def _reason(
+    snapshot: TaskSnapshot, workers: list[WorkerRecord], held: dict[str, int] | None = None
+) -> str | None:
     served = frozenset(n for w in workers if w.is_live(NOW) for n in w.names)
-    return waiting_reason(snapshot, now=NOW, served=served, workers=workers)
+    return waiting_reason(snapshot, now=NOW, served=served, workers=workers, fleet_held=held)
 
 
 def test_no_live_worker_serves_the_name() -> None:
@@ -85,5 +88,66 @@ def test_a_controller_reads_the_worker_rows_only_for_tasks_that_wait() -> None:
             later: "no worker serves 'resize'",
         }
         assert console.waiting_reasons([]) == {}
+    finally:
+        console.close()
+
+
+def test_every_slot_of_a_fleet_limit_it_needs_is_held() -> None:
+    gpu = _task(tags=frozenset({"gpu"}))
+    limited = _worker(fleet_limits={"gpu": 2})
+    assert _reason(gpu, [limited], {"gpu": 2}) == "fleet limit 'gpu' is full (2 of 2 held)"
+    assert _reason(gpu, [limited], {"gpu": 1}) is None  # room: a worker just has not claimed
+    assert _reason(gpu, [limited], {}) is None  # not counted: nothing is said
+    assert _reason(gpu, [limited]) is None
+    assert _reason(_task(), [limited], {"gpu": 2}) is None  # it does not hold the tag
+    # one worker able to take it without that limit is enough for it to wait for nobody
+    assert _reason(gpu, [limited, _worker("w2")], {"gpu": 2}) is None
+    # workers that cannot take it anyway do not count
+    others = [limited, _worker("w2", live=False), _worker("w3", names=("other",))]
+    assert _reason(gpu, others, {"gpu": 2}) == "fleet limit 'gpu' is full (2 of 2 held)"
+    # a limit shown in a worker row that is not a whole number is not judged
+    assert _reason(gpu, [_worker(fleet_limits={"gpu": "2"})], {"gpu": 2}) is None
+
+
+def test_workers_held_back_by_different_fleet_limits_are_all_named() -> None:
+    both = _task(tags=frozenset({"gpu", "db"}))
+    workers = [_worker(fleet_limits={"gpu": 1}), _worker("w2", fleet_limits={"db": 3})]
+    assert _reason(both, workers, {"gpu": 1, "db": 3}) == (
+        "fleet limits are full: 'db' (3 of 3 held), 'gpu' (1 of 1 held)"
+    )
+    assert _reason(both, workers, {"gpu": 1, "db": 2}) is None
+
+
+def test_a_due_time_comes_before_a_full_fleet_limit() -> None:
+    later = _task(tags=frozenset({"gpu"}), run_at=NOW + timedelta(minutes=5))
+    held = {"gpu": 1}
+    assert _reason(later, [_worker(fleet_limits={"gpu": 1})], held) == (
+        "due at 2026-10-02 08:05:00 UTC"
+    )
+
+
+def test_a_controller_counts_the_tasks_holding_a_fleet_slot() -> None:
+    store = InMemoryTaskStore()
+    console = Controller(store=store, owner="console", clock=FakeClock(NOW))
+    try:
+        waiting = console.enqueue("render", tags=["gpu"])
+        untagged = console.enqueue("render")
+        store.register_worker(_worker(names=("render",), fleet_limits={"gpu": 2}))
+        started = NOW - timedelta(minutes=1)
+        holding = TaskSnapshot(
+            task_id="h1", name="render", status=TaskStatus.RUNNING, status_version=2,
+            attempt=1, tags=frozenset({"gpu"}), durable=True, created_at=started,
+            updated_at=started, started_at=started,
+        )  # fmt: skip
+        store.create(holding)
+        # neither a task run in its own process nor one paused before it started holds one
+        store.create(holding.evolve(task_id="local", durable=False))
+        store.create(holding.evolve(task_id="p1", status=TaskStatus.PAUSED))
+        snapshots = [s for s in (store.get(waiting), store.get(untagged)) if s is not None]
+        assert console.waiting_reasons(snapshots) == {}  # one slot of two is held
+        store.create(holding.evolve(task_id="h2", status=TaskStatus.STOPPING))
+        assert console.waiting_reasons(snapshots) == {
+            waiting: "fleet limit 'gpu' is full (2 of 2 held)"
+        }
     finally:
         console.close()

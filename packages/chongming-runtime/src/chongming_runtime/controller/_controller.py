@@ -817,9 +817,11 @@ class Controller:
         self, snapshots: Sequence[TaskSnapshot], *, now: datetime | None = None
     ) -> dict[str, str]:
         """Why each durable task among `snapshots` that is queued and held by nobody waits,
-        by task id: ``no worker serves 'x'``, ``no live worker owns bucket N`` or ``due at
-        TIME``, judged from the store's worker rows at `now` (the clock's now by default).
-        A task any live worker could claim now is left out, as is every other task."""
+        by task id: ``no worker serves 'x'``, ``no live worker owns bucket N``, ``due at
+        TIME`` or ``fleet limit 'gpu' is full (4 of 4 held)``, judged from the store's worker
+        rows (and, for fleet limits, the tasks holding a slot) at `now` (the clock's now by
+        default). A task any live worker could claim now is left out, as is every other
+        task."""
         return waiting_reasons(self.store, snapshots, self.clock.now() if now is None else now)
 
     def bucket_counts(self) -> dict[int, int]:

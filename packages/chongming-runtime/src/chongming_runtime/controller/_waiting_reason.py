@@ -3,9 +3,10 @@ dashboard show (`Controller.waiting_reasons` reads the worker rows it needs).
 
 A durable task that is ``queued`` and held by nobody waits for a worker to claim it.
 `waiting_reason` says what keeps it waiting, from what the store knows of the
-workers: no live worker serves its name, none of those that do owns its bucket, or
-its ``run_at`` is still to come. Otherwise (a worker can claim it; it just has not
-yet) it says nothing.
+workers: no live worker serves its name, none of those that do owns its bucket, its
+``run_at`` is still to come, or every slot of a fleet limit it needs is held (counted
+from the tasks that hold one, never guessed: D180). Otherwise (a worker can claim it;
+it just has not yet) it says nothing.
 
 Example::
 
@@ -15,12 +16,19 @@ Example::
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from chongming_core import TaskSnapshot, TaskStatus, TaskStore, WorkerRecord
+from chongming_core import TaskQuery, TaskSnapshot, TaskStatus, TaskStore, WorkerRecord
+from chongming_core.backend import FLEET_STATUSES, holds_fleet_slot
 
-__all__ = ["needs_workers", "waiting_reason", "waiting_reasons"]
+__all__ = [
+    "fleet_limits_of_row",
+    "fleet_slots_held",
+    "needs_workers",
+    "waiting_reason",
+    "waiting_reasons",
+]
 
 
 def needs_workers(snapshot: TaskSnapshot, now: datetime) -> bool:
@@ -36,6 +44,7 @@ def waiting_reason(
     now: datetime,
     served: Collection[str],
     workers: Iterable[WorkerRecord],
+    fleet_held: Mapping[str, int] | None = None,
 ) -> str | None:
     """What keeps a durable queued task from being claimed, or None.
 
@@ -44,25 +53,82 @@ def waiting_reason(
         now: the moment to judge at (leases and ``run_at`` are compared with it).
         served: the names live workers serve (`TaskStore.served_names` at `now`).
         workers: the worker rows (`TaskStore.workers`), live and expired.
+        fleet_held: per tag, the durable tasks seen holding a fleet slot of it
+            (`fleet_slots_held`); a tag left out is not judged.
 
     Returns:
-        ``no worker serves 'x'``, ``no live worker owns bucket N`` or ``due at TIME``
-        (the first that applies); None for any other task, or one a worker can claim now.
+        ``no worker serves 'x'``, ``no live worker owns bucket N``, ``due at TIME`` or
+        ``fleet limit 'gpu' is full (4 of 4 held)`` (the first that applies); None for
+        any other task, or one a worker can claim now.
     """
     if not needs_workers(snapshot, now):
         return None
     if snapshot.name not in served:
         return f"no worker serves {snapshot.name!r}"
     bucket = snapshot.bucket
-    if bucket is not None and not any(
-        w.is_live(now) and snapshot.name in w.names and (w.buckets is None or bucket in w.buckets)
+    able = [
+        w
         for w in workers
-    ):
-        return f"no live worker owns bucket {bucket}"
+        if w.is_live(now)
+        and snapshot.name in w.names
+        and (bucket is None or w.buckets is None or bucket in w.buckets)
+    ]
+    if not able:  # (with no bucket: the rows changed between two reads; say nothing)
+        return None if bucket is None else f"no live worker owns bucket {bucket}"
     due = snapshot.run_at
     if due is not None and due > now:
         return f"due at {due.astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S UTC')}"
+    if fleet_held:
+        return _fleet_full(snapshot, able, fleet_held)
     return None
+
+
+def _fleet_full(
+    snapshot: TaskSnapshot, able: Sequence[WorkerRecord], held: Mapping[str, int]
+) -> str | None:
+    """``fleet limit 't' is full (n of m held)`` when every worker able to claim `snapshot`
+    finds a fleet limit of one of its tags used up; None when one of them has room."""
+    full: set[tuple[str, int]] = set()
+    for worker in sorted(able, key=lambda w: w.owner):
+        limits = fleet_limits_of_row(worker)
+        blocking = sorted(
+            (tag, limits[tag])
+            for tag in snapshot.tags
+            if tag in limits and tag in held and held[tag] >= limits[tag]
+        )
+        if not blocking:
+            return None  # this worker has room for it
+        full.add(blocking[0])
+    parts = [f"{tag!r} ({held[tag]} of {limit} held)" for tag, limit in sorted(full)]
+    if len(parts) == 1:
+        return "fleet limit " + parts[0].replace(" (", " is full (", 1)
+    return "fleet limits are full: " + ", ".join(parts)
+
+
+def fleet_limits_of_row(worker: WorkerRecord) -> dict[str, int]:
+    """The fleet limits a worker row declares (its ``capacity``); a value that is not a
+    whole number is left out."""
+    declared = worker.capacity.get("fleet_limits")
+    if not isinstance(declared, Mapping):
+        return {}
+    return {
+        str(tag): n
+        for tag, n in declared.items()
+        if isinstance(n, int) and not isinstance(n, bool) and n >= 0
+    }
+
+
+def fleet_slots_held(store: TaskStore, tags: Iterable[str], now: datetime) -> dict[str, int]:
+    """Per tag, the durable tasks that hold a fleet slot of it at `now` among those started
+    and not ended (`holds_fleet_slot`). A queued task claimed under a live lease also holds
+    one but is not read here (the queue may be long): the counts are never more than the
+    truth, so a limit they show full is full."""
+    statuses = FLEET_STATUSES | {TaskStatus.PAUSED}  # paused in place holds its slot
+    held: dict[str, int] = {}
+    for tag in sorted(set(tags)):
+        found = store.query(TaskQuery(tag=tag, statuses=statuses))
+        held[tag] = sum(1 for s in found if holds_fleet_slot(s, now))
+    return held
 
 
 def waiting_reasons(
@@ -75,7 +141,11 @@ def waiting_reasons(
         return {}
     served = store.served_names(now)
     workers = store.workers()
+    limited = {tag for w in workers if w.is_live(now) for tag in fleet_limits_of_row(w)}
+    needed = {tag for s in waiting for tag in s.tags} & limited
+    held = fleet_slots_held(store, needed, now) if needed else None
     reasons = {
-        s.task_id: waiting_reason(s, now=now, served=served, workers=workers) for s in waiting
+        s.task_id: waiting_reason(s, now=now, served=served, workers=workers, fleet_held=held)
+        for s in waiting
     }
     return {task_id: reason for task_id, reason in reasons.items() if reason is not None}
