@@ -318,8 +318,12 @@ def test_controls_of_a_task_no_worker_holds_yet_say_they_took_effect(
         "--delay", "1h", "--task-id", "later-3",
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert control("pause", "later-3")["outcome"] == "confirmed"
+    paused = control("pause", "later-3")
+    assert (paused["outcome"], paused["command_sent"]) == ("confirmed", False)
     assert _status(workspace, store, "later-3")["status"] == "paused"
+    assert workspace.cli(*store, "resume", "later-3").returncode == 0
+    said = workspace.cli(*store, "pause", "later-3")
+    assert "no worker held it yet, so the pause was applied in the store" in said.stdout
     resumed = control("resume", "later-3")
     assert (resumed["outcome"], resumed["command_sent"]) == ("confirmed", False)
     assert _status(workspace, store, "later-3")["status"] == "queued"

@@ -161,3 +161,21 @@ def test_a_refusal_exits_1_and_still_says_why_in_json(
     assert reason in err
     assert err.count("\n") == 1
     assert _commands(db) == []
+
+
+def test_a_resume_right_behind_a_pause_still_on_its_way_goes_behind_it(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    paused, _ = _control(db, capsys, "pause", "running")
+    assert paused["outcome"] == "not_confirmed"
+    resumed, _ = _control(db, capsys, "resume", "running")  # its holder has not polled yet
+    assert (resumed["outcome"], resumed["command_sent"], resumed["status"]) == (
+        "requested",
+        True,
+        "running",
+    )
+    assert _commands(db) == [("running", "pause"), ("running", "resume")]
+    assert main(["--db", db, "resume", "running"]) == EXIT_OK
+    line = capsys.readouterr().out
+    assert "a pause sent before it has not been applied yet" in line
+    assert "applies both, in order, at its next poll" in line

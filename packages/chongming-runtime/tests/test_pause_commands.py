@@ -157,3 +157,26 @@ def test_a_pause_then_a_stop_in_one_batch_stop_it(holder: Holder) -> None:
         "ignored: task is stopped",
         "ignored: task is stopped",
     ]
+
+
+def test_a_resume_sent_right_behind_a_pause_from_another_process_is_not_lost(
+    holder: Holder,
+) -> None:
+    """The task still shows running while the pause is on its way: the resume goes behind
+    it instead of being refused, and the holder applies both, in order."""
+    console = Controller(store=holder.controller.store, owner="console")
+    try:
+        task_id = holder.run.task_id
+        assert holder.controller.flush()  # its row as another process sees it
+        assert console.pause(task_id) is False  # sent; no receipt across processes
+        assert holder.run.status is S.RUNNING  # the holder has not polled yet
+        assert console.resume(task_id) is True  # accepted for the holder (R14)
+        actions = [c.action for c in holder.controller.store.commands(task_id=task_id)]
+        assert actions == ["pause", "resume"]
+        assert holder.controller._poller.poll_once() == 2
+        _free(holder)
+        assert S.PAUSING in [t.to_status for t in holder.run.transitions]
+        # with no pause on its way, a running task still has nothing to resume
+        assert console.resume(task_id) is False
+    finally:
+        console.close()

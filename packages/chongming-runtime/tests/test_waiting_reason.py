@@ -56,6 +56,11 @@ def test_no_live_worker_owns_the_bucket() -> None:
     assert _reason(_task(bucket=7), workers) == "no live worker owns bucket 7"
     assert _reason(_task(bucket=1), workers) is None
     assert _reason(_task(bucket=7), [_worker()]) is None  # it owns every bucket
+    # a task without a bucket is claimed only by a worker that owns every bucket
+    assert _reason(_task(), workers) == (
+        "no live worker owns every bucket, as a task without a bucket needs"
+    )
+    assert _reason(_task(), [*workers, _worker("w4")]) is None
 
 
 def test_due_later() -> None:

@@ -218,8 +218,14 @@ def _pause(controller: Controller, args: argparse.Namespace, node: NodeOptions) 
             "cannot be paused (only a queued, starting, running or retry_wait one can); "
             "nothing was sent"
         )
-    if controller.pause(args.task_id):
-        return found.report(CONFIRMED, f"task {shown} is paused", sent=True)
+    if controller.pause(args.task_id):  # taken in the store directly: no command was sent
+        if _applied_unheld(controller, args.task_id, _S.PAUSED):
+            return found.report(
+                CONFIRMED,
+                f"task {shown} is paused: no worker held it yet, so the pause was applied in "
+                "the store",
+            )
+        return found.report(CONFIRMED, f"task {shown} is paused")
     who, stale = found.applies("pauses it at its next checkpoint")
     return found.report(
         NOT_CONFIRMED,
@@ -237,14 +243,19 @@ def _resume(controller: Controller, args: argparse.Namespace, node: NodeOptions)
     if early is not None:
         return early
     assert found.snapshot is not None
-    if StateMachine(found.snapshot).can_resume() and controller.resume(args.task_id):
+    # a running task is resumed too when a pause of it is still on its way (D181)
+    if controller.resume(args.task_id):
         if _applied_unheld(controller, args.task_id, _S.QUEUED):
             return found.report(
                 CONFIRMED,
                 f"task {shown} is queued again: no worker held it yet, so the resume was "
                 "applied in the store",
             )
-        who, reason = found.applies("applies it at its next poll")
+        if found.snapshot.status in {_S.PAUSED, _S.PAUSING}:
+            who, reason = found.applies("applies it at its next poll")
+        else:
+            who, reason = found.applies("applies both, in order, at its next poll")
+            who = f"a pause sent before it has not been applied yet, and {who}"
         return found.report(
             REQUESTED,
             f"resume requested for task {shown}: {who}; check it with: "

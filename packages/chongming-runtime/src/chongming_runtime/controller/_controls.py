@@ -117,12 +117,23 @@ class Controls:
         if run is not None:
             return run.resume(actor=self._owner)
         snapshot = self._store.get(task_id)
-        if snapshot is None or snapshot.status not in {_S.PAUSED, _S.PAUSING}:
+        if snapshot is None or snapshot.is_terminal:
             return False
+        if snapshot.status not in {_S.PAUSED, _S.PAUSING}:
+            # a pause sent a moment ago may not have reached its holder yet: the resume goes
+            # behind it, and the holder applies both in the order they were issued (D181)
+            if not self._pause_pending(task_id):
+                return False
+            return self._send(task_id, CommandAction.RESUME, None)
         settled = self._settle_waiting(task_id, CommandAction.RESUME, None, snapshot)
         if settled is not None:
             return settled
         return self._send(task_id, CommandAction.RESUME, None)
+
+    def _pause_pending(self, task_id: str) -> bool:
+        """Whether a pause command of `task_id` is in the store, not yet completed."""
+        pending = self._store.commands(task_id=task_id, include_complete=False)
+        return any(c.known_action() is CommandAction.PAUSE for c in pending)
 
     def _settle_waiting(
         self,

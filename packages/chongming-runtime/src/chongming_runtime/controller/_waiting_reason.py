@@ -57,24 +57,28 @@ def waiting_reason(
             (`fleet_slots_held`); a tag left out is not judged.
 
     Returns:
-        ``no worker serves 'x'``, ``no live worker owns bucket N``, ``due at TIME`` or
-        ``fleet limit 'gpu' is full (4 of 4 held)`` (the first that applies); None for
-        any other task, or one a worker can claim now.
+        ``no worker serves 'x'``, ``no live worker owns bucket N`` (or every bucket, for
+        a task without one), ``due at TIME`` or ``fleet limit 'gpu' is full (4 of 4
+        held)`` (the first that applies); None for any other task, or one a worker can
+        claim now.
     """
     if not needs_workers(snapshot, now):
         return None
     if snapshot.name not in served:
         return f"no worker serves {snapshot.name!r}"
     bucket = snapshot.bucket
+    # a task without a bucket is claimed only by a worker that owns every bucket
     able = [
         w
         for w in workers
         if w.is_live(now)
         and snapshot.name in w.names
-        and (bucket is None or w.buckets is None or bucket in w.buckets)
+        and (w.buckets is None or (bucket is not None and bucket in w.buckets))
     ]
-    if not able:  # (with no bucket: the rows changed between two reads; say nothing)
-        return None if bucket is None else f"no live worker owns bucket {bucket}"
+    if not able:
+        if bucket is None:
+            return "no live worker owns every bucket, as a task without a bucket needs"
+        return f"no live worker owns bucket {bucket}"
     due = snapshot.run_at
     if due is not None and due > now:
         return f"due at {due.astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S UTC')}"
