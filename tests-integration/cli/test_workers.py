@@ -225,8 +225,22 @@ def test_bad_input_gets_one_line(workspace: Workspace, store: list[str]) -> None
         (["submit", "add", "--arg", "priority=3"], "not a task argument"),
         (["submit", "add", "--timeout", "5"], "add --wait"),
         (["submit", "add", "--delay", "99999999999d"], "past the year 9999"),
+        (["submit", "add", "--at", "9999-12-31T23:59:59-05:00"], "outside the years 1 to 9999"),
+        (["submit", "add", "--delay", "-5s"], "write --delay=-5s"),
         (["worker", "--tasks", "no_such_module"], "cannot import the task module"),
         (["worker", "--tasks", "worker_tasks", "--fleet-limit", "gpu"], "TAG=N"),
+        (
+            [
+                "worker",
+                "--tasks",
+                "worker_tasks",
+                "--fleet-limit",
+                "gpu=1",
+                "--fleet-limit",
+                "gpu=2",
+            ],
+            "given twice",
+        ),
         (["worker", "--tasks", "worker_tasks", "--grace", "-1"], ">= 0"),
     ):
         done = workspace.cli(*store, *args, timeout=30)

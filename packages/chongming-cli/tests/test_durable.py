@@ -3,17 +3,20 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from chongming_cli import CliError
 from chongming_cli._args import ENQUEUE_ARG_NAMES, split_args
-from chongming_cli._durable import _limits, ended_summary
+from chongming_cli._durable import _limits, _wait, ended_summary
 from chongming_cli._parser import build_parser
+from chongming_cli._session import NodeOptions
+from chongming_cli._stores import StoreLocation
 from chongming_cli._when import parse_duration, parse_moment
-from chongming_core import TaskSnapshot, TaskStatus
-from chongming_runtime import TaskOutcome
+from chongming_core import FakeClock, InMemoryTaskStore, TaskSnapshot, TaskStatus
+from chongming_runtime import Controller, TaskOutcome
 
 NOW = datetime(2026, 10, 2, 8, 0, tzinfo=UTC)
 
@@ -57,6 +60,20 @@ def test_a_moment_without_offset_is_local_time_and_said_so() -> None:
     assert moment.replace(tzinfo=None) == datetime(2026, 10, 2, 8, 0)
 
 
+@pytest.mark.parametrize(
+    "text", ["9999-12-31T23:59:59-05:00", "0001-01-01T00:00:00+05:00", "0001-01-01T00:00:00"]
+)
+def test_a_moment_no_store_keeps_is_refused(text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("TZ", "Asia/Shanghai")  # the last one: local, 8 hours ahead of UTC
+    time.tzset()
+    try:
+        with pytest.raises(ValueError, match="outside the years 1 to 9999 in UTC"):
+            parse_moment(text)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
 def test_a_bad_moment_gives_an_example() -> None:
     with pytest.raises(ValueError, match=r"ISO-8601 time; write e\.g\. 2026-10-02T08:00:00"):
         parse_moment("tomorrow")
@@ -68,6 +85,38 @@ def test_fleet_limits() -> None:
                       ("gpu=-1", ">= 0")):  # fmt: skip
         with pytest.raises(CliError, match=said):
             _limits([bad])
+    with pytest.raises(CliError, match="given twice"):
+        _limits(["gpu=1", "gpu=2"])
+
+
+def test_a_wait_given_up_says_what_the_store_holds_of_the_task(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    store = InMemoryTaskStore()
+    clock = FakeClock(NOW)
+    with Controller(store=store, owner="console", clock=clock) as console:
+        task_id = console.enqueue("add", 1)
+
+        def interrupted(task_id: str, timeout: float | None = None) -> TaskOutcome:
+            raise KeyboardInterrupt
+
+        monkeypatch.setattr(console, "wait", interrupted)
+        location = StoreLocation(url="sqlite:///t.db", label="t.db", source="--db")
+        node = NodeOptions(location, num_buckets=None, owned_buckets=None, owner=None)
+        with pytest.raises(CliError) as caught:
+            _wait(console, task_id, None, node)
+        said = str(caught.value)
+        assert f"task '{task_id}' is queued in the store, waiting for a worker" in said
+        assert "nothing was changed" in said
+        assert "still runs" not in said
+        queued = store.get(task_id)
+        assert queued is not None
+        held = queued.evolve(
+            status=TaskStatus.RUNNING, lease_owner="w-1", lease_until=NOW + timedelta(seconds=30)
+        )
+        store.save(held, expect_version=queued.status_version)
+        with pytest.raises(CliError, match="is running in the store, held by 'w-1'"):
+            _wait(console, task_id, None, node)
 
 
 @pytest.mark.parametrize("name", sorted(ENQUEUE_ARG_NAMES))

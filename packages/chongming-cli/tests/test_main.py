@@ -36,6 +36,29 @@ def test_usage_errors_exit_1_with_one_line(capsys: pytest.CaptureFixture[str]) -
     assert err.startswith("chongming-task: error: unrecognized arguments: --bogus")
 
 
+@pytest.mark.parametrize("command", ["ps", "nodes", "reconcile", "stats"])
+def test_an_unknown_option_of_a_command_points_to_the_commands_help(
+    capsys: pytest.CaptureFixture[str], command: str
+) -> None:
+    assert main([command, "--bogus"]) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert err == (
+        f"chongming-task: error: unrecognized arguments: --bogus (see: chongming-task "
+        f"{command} --help)\n"
+    )
+
+
+def test_a_value_that_begins_with_a_dash_is_told_how_to_be_written(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["submit", "add", "--delay", "-5s"]) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "'-5s' was taken for an option; write --delay=-5s" in err
+    assert main(["submit", "add", "--delay"]) == EXIT_FAILED  # really missing: as argparse says
+    assert "expected one argument (see: chongming-task submit --help)" in capsys.readouterr().err
+
+
 def test_global_options_after_the_command(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["ps", "--db", "none.db"]) == EXIT_FAILED
     assert "no task database at 'none.db'" in capsys.readouterr().err

@@ -8,7 +8,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +151,7 @@ def test_arguments_that_are_not_json_are_refused_and_nothing_is_written(
         feeder.enqueue("load", path=Path("/tmp/x"), task_id="bad")
     with pytest.raises(ConfigurationError, match=r"item 1 of enqueue_many\(\)"):
         feeder.enqueue_many("load", [(1,), 2])  # type: ignore[list-item]
-    with pytest.raises(ConfigurationError, match="argument 0"):
+    with pytest.raises(ConfigurationError, match=r"^item 1 of enqueue_many\(\): argument 0"):
         feeder.enqueue_many("load", [(1,), (object(),)])
     assert feeder.store.query() == []
     feeder.enqueue("load", 1, task_id="taken")
@@ -162,6 +162,13 @@ def test_arguments_that_are_not_json_are_refused_and_nothing_is_written(
     for delay in (1e15, timedelta(days=999_999_999)):  # past the last time a store keeps
         with pytest.raises(ConfigurationError, match="past the year 9999"):
             feeder.enqueue("load", 1, delay=delay, task_id="far")
+    assert feeder.store.get("far") is None
+    for run_at in (  # times whose UTC no store keeps (years 1 to 9999): refused at the call
+        datetime(9999, 12, 31, 23, 59, tzinfo=timezone(timedelta(hours=-5))),
+        datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=5))),
+    ):
+        with pytest.raises(ConfigurationError, match="outside the years 1 to 9999 in UTC"):
+            feeder.enqueue("load", 1, run_at=run_at, task_id="far")
     assert feeder.store.get("far") is None
 
 

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 from chongming_core import FakeClock, InMemoryTaskStore, TaskSnapshot, TaskStatus, WorkerRecord
 from chongming_runtime import Controller, waiting_reason
@@ -66,6 +66,9 @@ def test_no_live_worker_owns_the_bucket() -> None:
 def test_due_later() -> None:
     later = NOW + timedelta(minutes=5)
     assert _reason(_task(run_at=later), [_worker()]) == "due at 2026-10-02 08:05:00 UTC"
+    # a row another program wrote with a time UTC cannot hold is shown as it is stored
+    far = datetime(9999, 12, 31, 23, 59, tzinfo=timezone(timedelta(hours=-5)))
+    assert _reason(_task(run_at=far), [_worker()]) == "due at 9999-12-31 23:59:00-05:00"
     assert _reason(_task(run_at=NOW - timedelta(seconds=1)), [_worker()]) is None
 
 

@@ -163,9 +163,28 @@ def _wait(
                 continue
     except KeyboardInterrupt:
         raise CliError(
-            f"interrupted: stopped waiting; task {printable(repr(task_id))} is in the store "
-            f"and a worker still runs it; follow it with: {follow}"
+            f"interrupted: stopped waiting; task {printable(repr(task_id))} "
+            f"{_where_it_is(controller, task_id)}, and nothing was changed; follow it with: "
+            f"{follow}"
         ) from None
+
+
+def _where_it_is(controller: Controller, task_id: str) -> str:
+    """What the store says of an enqueued task, for a wait given up: ``is queued, waiting
+    for a worker`` / ``is running, held by 'w-1'``; only what was read."""
+    try:
+        snapshot = controller.get(task_id)
+    except (Exception, KeyboardInterrupt):  # a second Ctrl-C, or a store gone meanwhile
+        snapshot = None
+    if snapshot is None:
+        return "is in the store"
+    now = controller.clock.now()
+    owner = snapshot.lease_owner
+    held = owner is not None and snapshot.lease_until is not None and snapshot.lease_until > now
+    if snapshot.status is TaskStatus.QUEUED and not held:
+        return "is queued in the store, waiting for a worker"
+    state = f"is {snapshot.status.value} in the store"
+    return f"{state}, held by {printable(repr(owner))}" if held else state
 
 
 # ==================================================================== worker
@@ -211,6 +230,8 @@ def _limits(items: Sequence[str]) -> dict[str, int]:
         tag = tag.strip()
         if not sep or not tag:
             raise CliError(f"--fleet-limit {item!r}: write TAG=N, e.g. --fleet-limit gpu=4")
+        if tag in limits:
+            raise CliError(f"--fleet-limit {tag}=... is given twice; give each tag's limit once")
         try:
             limits[tag] = int(count)
         except ValueError:

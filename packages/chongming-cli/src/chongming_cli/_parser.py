@@ -8,8 +8,10 @@ Global options are accepted before or after the command.
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Callable, Sequence
+from contextvars import ContextVar
 from typing import Any, NoReturn
 
 from chongming_cli._exit import CliError
@@ -34,9 +36,38 @@ def _knows(parser: argparse.ArgumentParser, name: str) -> bool:
     )
 
 
+#: The command line being parsed (the parser of a command sees only its own part).
+_GIVEN: ContextVar[Sequence[str]] = ContextVar("chongming_cli_given", default=())
+
+_WANTS_ONE = re.compile(r"argument (--[\w-]+)(?:/-\w)?: expected one argument")
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
+        wants = _WANTS_ONE.fullmatch(message)
+        if wants is not None:
+            given = list(_GIVEN.get())
+            option = wants.group(1)
+            index = given.index(option) if option in given else -1
+            value = given[index + 1] if 0 <= index < len(given) - 1 else None
+            if value is not None and value.startswith("-"):
+                # argparse takes a value that begins with '-' for an option
+                message = (
+                    f"argument {option}: expected one argument, and {value!r} was taken for an "
+                    f"option; write {option}={value}"
+                )
         raise UsageError(f"{message} (see: {self.prog} --help)")
+
+    def parse_args(  # type: ignore[override]
+        self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
+    ) -> argparse.Namespace:
+        """`parse_known_args`; what is left over is named with the help of its command."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            command = getattr(parsed, "command", None)
+            where = f"{self.prog} {command}" if command else self.prog
+            raise UsageError(f"unrecognized arguments: {' '.join(extras)} (see: {where} --help)")
+        return parsed
 
     def _refuse_command_options_before_the_command(self, given: Sequence[str]) -> None:
         """An option of a command written before the command's name is said to go after
@@ -80,6 +111,7 @@ class _Parser(argparse.ArgumentParser):
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None
     ) -> tuple[argparse.Namespace, list[str]]:
         given = sys.argv[1:] if args is None else list(args)
+        _GIVEN.set(given)
         if any(a == "--schema" or a.startswith("--schema=") for a in given):
             # argparse would say "invalid choice" of the schema's name, taken for a command
             self.error(
@@ -134,6 +166,8 @@ exit codes:
      store, a request the task cannot take); one line on stderr says why
   3  the command worked but the task did not succeed (run, submit --wait: the
      task ended failed, stopped, lost, cancelled or skipped)
+  141  the reader of the output closed it early (e.g. ps | head); nothing else
+     is printed
 
 examples:
   chongming-task tasks --tasks myapp.tasks

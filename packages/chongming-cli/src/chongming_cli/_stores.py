@@ -325,8 +325,8 @@ def _no_store(location: StoreLocation, exc: StoreNotFound) -> CliError:
         return CliError(
             f"the task database at {where!r} (from {location.source}) holds {exc.found}, "
             "which this chongming reads only once it is migrated; nothing was changed. "
-            f"Upgrade it by opening it for writing once, e.g. by running a task: {create} "
-            "(stop the processes of the older chongming first)"
+            f"Upgrade it by opening it for writing once: run, submit or worker do, e.g. "
+            f"{create} (stop the processes of the older chongming first)"
         )
     thing = "file" if path is not None else "store"
     return CliError(

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
-from datetime import datetime
+from datetime import UTC, datetime
 
 __all__ = ["parse_duration", "parse_moment"]
 
@@ -31,12 +32,18 @@ def parse_duration(text: str) -> float:
     return seconds
 
 
+#: The first and last times a store keeps (UTC, years 1 to 9999).
+_FIRST = datetime.min.replace(tzinfo=UTC)
+_LAST = datetime.max.replace(tzinfo=UTC)
+
+
 def parse_moment(text: str) -> tuple[datetime, bool]:
     """An ISO-8601 time (``2026-10-02T08:00:00+08:00``, ``2026-10-02 08:00Z``) and whether
     it named no offset: such a time is taken as this machine's local time.
 
     Raises:
-        ValueError: not an ISO-8601 time (the message gives an example).
+        ValueError: not an ISO-8601 time (the message gives an example), or one outside
+            the years 1 to 9999 in UTC.
     """
     cleaned = text.strip()
     if cleaned.endswith(("z", "Z")):
@@ -48,6 +55,15 @@ def parse_moment(text: str) -> tuple[datetime, bool]:
             f"{text!r} is not an ISO-8601 time; write e.g. 2026-10-02T08:00:00+08:00 "
             "(or ...Z for UTC; without an offset it is local time)"
         ) from None
-    if moment.utcoffset() is None:
-        return moment.astimezone(), True  # local time, as the machine's zone says
-    return moment, False
+    local = moment.utcoffset() is None
+    placed: datetime | None = moment
+    if local:  # local time, as the machine's zone says
+        with contextlib.suppress(OverflowError, ValueError):  # ("year 0 is out of range")
+            placed = moment.astimezone()
+        placed = None if placed is moment else placed
+    if placed is None or not _FIRST <= placed <= _LAST:  # every store keeps UTC times
+        raise ValueError(
+            f"{text!r} is outside the years 1 to 9999 in UTC, the times a store keeps; "
+            "write a time within them"
+        )
+    return placed, local

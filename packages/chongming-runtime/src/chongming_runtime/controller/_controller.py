@@ -485,6 +485,7 @@ class Controller:
             bucket_key=bucket_key,
             delay=delay,
             run_at=run_at,
+            many=True,
         )
 
     def serve(self) -> None:

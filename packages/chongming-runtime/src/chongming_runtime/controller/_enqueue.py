@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from chongming_core import (
@@ -103,6 +103,13 @@ def when_due(clock: Clock, delay: object, run_at: object) -> datetime | None:
                 f"run_at must be a timezone-aware datetime, got {run_at!r}; e.g. "
                 "datetime.now(UTC) + timedelta(minutes=5)"
             )
+        try:
+            run_at.astimezone(UTC)  # every store keeps times as UTC, years 1 to 9999
+        except (OverflowError, ValueError):  # ("year 0 is out of range")
+            raise ConfigurationError(
+                f"run_at {run_at.isoformat()} is outside the years 1 to 9999 in UTC, the "
+                "times a store keeps; pass a time within them"
+            ) from None
         return run_at
     if delay is None:
         return None
@@ -117,7 +124,9 @@ def when_due(clock: Clock, delay: object, run_at: object) -> datetime | None:
     if not seconds:
         return None
     try:
-        return clock.now() + timedelta(seconds=seconds)
+        due = clock.now() + timedelta(seconds=seconds)
+        due.astimezone(UTC)  # (a clock in another zone could be within the year, UTC not)
+        return due
     except OverflowError:  # beyond the year 9999
         raise ConfigurationError(
             f"delay {delay!r} puts the task past the year 9999, the last time a store "
@@ -173,8 +182,10 @@ class Enqueuer:
         bucket_key: str | None,
         delay: object,
         run_at: object,
+        many: bool = False,
     ) -> list[str]:
-        """Write one durable task per job, all in one transaction; returns their ids."""
+        """Write one durable task per job, all in one transaction; returns their ids. With
+        `many` (`enqueue_many`), a job refused is named by its index."""
         if not getattr(self._store, "supports_durable_work", False):
             raise ConfigurationError(
                 f"{type(self._store).__name__} does not keep durable tasks: enqueue() needs "
@@ -200,8 +211,15 @@ class Enqueuer:
         )
         writes: list[SnapshotWrite] = []
         ids: list[str] = []
-        for job in jobs:
-            machine = self._machine(name, job, label, tag_set, priority, bucket_key, due, described)
+        for index, job in enumerate(jobs):
+            try:
+                machine = self._machine(
+                    name, job, label, tag_set, priority, bucket_key, due, described
+                )
+            except ConfigurationError as exc:
+                if not many:
+                    raise
+                raise ConfigurationError(f"item {index} of enqueue_many(): {exc}") from None
             # created and queued in one act: one moment (D170)
             created = machine.snapshot.created_at
             transition = machine.mark_queued(actor=self._owner, reason="enqueued", at=created)

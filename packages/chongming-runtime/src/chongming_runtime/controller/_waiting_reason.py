@@ -81,10 +81,19 @@ def waiting_reason(
         return f"no live worker owns bucket {bucket}"
     due = snapshot.run_at
     if due is not None and due > now:
-        return f"due at {due.astimezone(UTC).strftime('%Y-%m-%d %H:%M:%S UTC')}"
+        return f"due at {_shown_time(due)}"
     if fleet_held:
         return _fleet_full(snapshot, able, fleet_held)
     return None
+
+
+def _shown_time(moment: datetime) -> str:
+    """`moment` in UTC, or as stored when UTC cannot hold it (a row written by another
+    program: it must not take the rest of a listing down with it)."""
+    try:
+        return moment.astimezone(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    except (OverflowError, ValueError):
+        return moment.isoformat(sep=" ")
 
 
 def _fleet_full(
