@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from urllib.parse import quote, unquote
+from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit, urlunsplit
 
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
@@ -28,6 +28,7 @@ __all__ = [
     "parse_dsn",
     "redact_dsn",
     "scrub",
+    "split_schema",
     "validate_options",
 ]
 
@@ -64,6 +65,32 @@ def _url_password(rest: str) -> tuple[str, str, str] | None:
     if not colon:
         return None
     return user, password, rest[at:]
+
+
+def split_schema(dsn: str) -> tuple[str, str | None]:
+    """A URL's ``?schema=NAME`` (chongming's own parameter, which libpq would refuse) taken
+    out: the DSN without it and the schema it named (None: none, or not a URL)."""
+    if not _URL_PREFIX.match(dsn) or "schema=" not in dsn:
+        return dsn, None
+    try:
+        parts = urlsplit(dsn)
+    except ValueError as exc:  # "Invalid IPv6 URL", a bad port: the DSN is malformed
+        raise ConfigurationError(
+            f"cannot parse the DSN {redact_dsn(dsn)!r}: {exc}; write it as "
+            "'postgresql://user:password@host:5432/dbname' (an IPv6 host in brackets: "
+            "'[::1]')"
+        ) from None
+    params = parse_qsl(parts.query, keep_blank_values=True)
+    schemas = [value for key, value in params if key == "schema"]
+    if not schemas:
+        return dsn, None
+    if len(set(schemas)) > 1:
+        raise ConfigurationError(
+            f"the DSN {redact_dsn(dsn)!r} names more than one schema "
+            f"({', '.join(repr(s) for s in schemas)}); give ?schema= once"
+        )
+    rest = urlencode([(key, value) for key, value in params if key != "schema"])
+    return urlunsplit(parts._replace(query=rest)), schemas[0]
 
 
 def check_url_userinfo(dsn: str) -> None:

@@ -92,6 +92,7 @@ from chongming_store_postgres._dsn import (
     dsn_secrets,
     parse_dsn,
     redact_dsn,
+    split_schema,
     validate_options,
 )
 from chongming_store_postgres._durable import claim, worker_from_row, worker_params
@@ -127,7 +128,8 @@ class PostgresTaskStore(TaskStore):
 
     Args:
         dsn: a libpq connection string, URL (``postgresql://...``) or key=value form.
-        schema: the schema that holds the tables.
+        schema: the schema that holds the tables (default ``chongming``); a URL DSN may
+            name it instead, as ``?schema=NAME`` (chongming's own parameter).
         min_size: connections the pool keeps open.
         max_size: connections the pool may open (the most calls that run at once).
         connect_timeout: seconds to wait for a connection before raising `StoreError`
@@ -150,7 +152,7 @@ class PostgresTaskStore(TaskStore):
         self,
         dsn: str,
         *,
-        schema: str = "chongming",
+        schema: str | None = None,
         min_size: int = 1,
         max_size: int = 10,
         connect_timeout: float = 10.0,
@@ -161,6 +163,13 @@ class PostgresTaskStore(TaskStore):
             raise ConfigurationError(f"dsn must be a str, got {type(dsn).__name__}")
         self._redacted = redact_dsn(dsn)
         check_url_userinfo(dsn)
+        dsn, named = split_schema(dsn)
+        if named is not None and schema is not None and named != schema:
+            raise ConfigurationError(
+                f"the DSN {self._redacted!r} names schema {named!r} and schema= names "
+                f"{schema!r}; name it once"
+            )
+        schema = named if named is not None else "chongming" if schema is None else schema
         validate_options(schema, min_size, max_size, connect_timeout, self._redacted)
         try:
             params = parse_dsn(dsn)

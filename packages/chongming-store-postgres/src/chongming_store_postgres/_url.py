@@ -7,10 +7,7 @@ rejects parameters it does not know.
 
 from __future__ import annotations
 
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
-
-from chongming_core import ConfigurationError
-from chongming_store_postgres._dsn import check_url_userinfo, redact_dsn
+from chongming_store_postgres._dsn import check_url_userinfo
 from chongming_store_postgres._store import PostgresTaskStore
 
 __all__ = ["store_from_url"]
@@ -23,19 +20,4 @@ def store_from_url(url: str, *, create: bool = True) -> PostgresTaskStore:
     `PostgresTaskStore`'s: False opens only a schema that already holds them.
     """
     check_url_userinfo(url)
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:  # "Invalid IPv6 URL", a bad port: the DSN is malformed
-        raise ConfigurationError(
-            f"cannot parse the DSN {redact_dsn(url)!r}: {exc}; write it as "
-            "'postgresql://user:password@host:5432/dbname' (an IPv6 host in brackets: "
-            "'[::1]')"
-        ) from None
-    params = parse_qsl(parts.query, keep_blank_values=True)
-    schemas = [value for key, value in params if key == "schema"]
-    if not schemas:
-        return PostgresTaskStore(url, create=create)
-    rest = urlencode([(key, value) for key, value in params if key != "schema"])
-    return PostgresTaskStore(
-        urlunsplit(parts._replace(query=rest)), schema=schemas[-1], create=create
-    )
+    return PostgresTaskStore(url, create=create)  # it takes ?schema= out of the URL itself
