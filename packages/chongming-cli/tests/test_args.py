@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 import pytest
@@ -113,3 +114,13 @@ def test_unknown_names_are_left_to_the_signature_check() -> None:
 
 def test_split_args_keeps_the_text() -> None:
     assert split_args(["n=3", "url=a=b", " s =x"]) == {"n": "3", "url": "a=b", "s": "x"}
+
+
+@pytest.mark.parametrize("text", ["nan", "inf", " -Infinity"])
+def test_a_number_json_cannot_hold_is_refused_for_a_stored_task_only(text: str) -> None:
+    with pytest.raises(CliError) as caught:
+        convert_args(typed, {"ratio": text}, task="typed", stored=True)
+    message = str(caught.value)
+    assert message.startswith(f"--arg ratio={text!r}: a durable task's arguments are stored")
+    assert "write a finite number, e.g. --arg ratio=0.5" in message
+    assert not math.isfinite(convert_args(typed, {"ratio": text}, task="typed")["ratio"])

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import math
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
@@ -120,7 +121,7 @@ def parse_task_args(items: Iterable[str]) -> dict[str, Any]:
 
 
 def convert_args(
-    fn: Callable[..., Any], raw: Mapping[str, str], *, task: str | None = None
+    fn: Callable[..., Any], raw: Mapping[str, str], *, task: str | None = None, stored: bool = False
 ) -> dict[str, Any]:
     """Convert the text of each ``--arg`` by the annotation of `fn`'s parameter of that name.
 
@@ -132,6 +133,8 @@ def convert_args(
         fn: the task function.
         raw: names and their text, from `split_args`.
         task: the task's name, for messages.
+        stored: the arguments are stored as JSON (a durable task's): a number JSON cannot
+            hold (``nan``, ``inf``) is refused here, in the same form as any other value.
 
     Returns:
         The keyword arguments to submit.
@@ -153,6 +156,12 @@ def convert_args(
                 f"--arg {name}={text!r}: {who} takes {name} as {shown}, and {text!r} is not "
                 f"one; write {_example(name, annotation)}"
             ) from None
+        value = converted[name]
+        if stored and isinstance(value, float) and not math.isfinite(value):
+            raise CliError(
+                f"--arg {name}={text!r}: a durable task's arguments are stored as JSON, which "
+                f"holds no {text.strip()}; write a finite number, e.g. --arg {name}=0.5"
+            )
     return converted
 
 

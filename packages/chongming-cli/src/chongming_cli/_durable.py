@@ -74,7 +74,7 @@ def _kwargs(args: argparse.Namespace, console: Console) -> tuple[dict[str, Any],
             console.note(f"note: {exc.message}; --arg values are read as JSON (text when not JSON)")
             return {key: parse_arg_value(text) for key, text in raw.items()}, False
         fn = task_function(checking, args.task, args.tasks)  # one-line error if absent
-        kwargs = convert_args(fn, raw, task=args.task)
+        kwargs = convert_args(fn, raw, task=args.task, stored=True)
         check_task_args(args.task, fn, kwargs)
         return kwargs, True
     finally:
