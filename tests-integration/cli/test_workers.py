@@ -367,3 +367,35 @@ def test_a_task_held_back_by_a_full_fleet_limit_says_so(
     finally:
         _reap(worker)
     assert code == 0, err
+
+
+def test_retry_queues_a_finished_durable_task_again_for_the_workers(
+    workspace: Workspace, store: list[str]
+) -> None:
+    worker = _worker(workspace, store, "--grace", "5")
+    try:
+        failed = workspace.cli(*store, "submit", "boom", "--task-id", "boom-1", "--wait")
+        assert failed.returncode == 3, failed.stderr
+        again = workspace.cli(*store, "retry", "boom-1", "--reason", "once more")
+        assert again.returncode == 0, again.stderr
+        assert again.stdout.startswith("task 'boom-1' is queued again (attempt 2 of at most 2)")
+        assert "a worker that serves 'boom' claims it" in again.stdout
+        done = _until(
+            workspace, store, "boom-1", lambda s: s["attempt"] == 2 and s["status"] == "failed"
+        )
+        assert done["lease_owner"] in (None, "w-1")
+        history = json.loads(workspace.cli(*store, "history", "boom-1", "--json").stdout)
+        retried = [t for t in history if t["trigger"] == "control:retry"]
+        assert [(t["from_status"], t["to_status"], t["reason"]) for t in retried] == [
+            ("failed", "queued", "once more")
+        ]
+        spin = _submit(workspace, store, "spin", "--task-id", "spin-r")
+        _until(workspace, store, spin, lambda s: s["status"] == "running")
+        busy = workspace.cli(*store, "retry", spin)
+        assert busy.returncode == 1
+        assert "is running, not finished" in busy.stderr
+        assert busy.stderr.count("\n") == 1
+        code, err = _sigterm(worker)
+    finally:
+        _reap(worker)
+    assert code == 0, err

@@ -85,3 +85,32 @@ def test_ps_limit_lists_the_most_recent_tasks_in_order(capsys: pytest.CaptureFix
     assert listed == ["t2", "t3"]  # not the first two ever made
     assert main(["--db", "t.db", "ps", "--json"]) == EXIT_OK
     assert [t["task_id"] for t in json.loads(capsys.readouterr().out)] == ["t0", "t1", "t2", "t3"]
+
+
+def test_retry_refuses_what_no_worker_can_take_in_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    tasks = ["--tasks", "chongming_cli.demo_tasks"]
+    assert main(["--db", "t.db", "run", "fail", *tasks, "--task-id", "here-1"]) == 3
+    capsys.readouterr()
+    for argv, said in (
+        (["retry", "here-1"], "task 'here-1' was not enqueued for workers (submit)"),
+        (["retry", "ghost"], "no task 'ghost'"),
+    ):
+        assert main(["--db", "t.db", *argv]) == EXIT_FAILED
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1, err
+        assert said in err, err
+    assert main(["--db", "t.db", "submit", "fail", "--task-id", "later", "--delay", "1h"]) == 0
+    capsys.readouterr()
+    assert main(["--db", "t.db", "retry", "later"]) == EXIT_FAILED
+    assert "task 'later' is queued, not finished" in capsys.readouterr().err
+    assert main(["--db", "t.db", "stop", "later"]) == 0  # stopped in the store: nobody held it
+    capsys.readouterr()
+    assert main(["--db", "t.db", "retry", "later", "--json"]) == 0
+    document = json.loads(capsys.readouterr().out)
+    assert (document["status"], document["lease_owner"], document["run_at"]) == (
+        "queued",
+        None,
+        None,
+    )

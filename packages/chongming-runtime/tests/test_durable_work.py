@@ -611,3 +611,76 @@ def test_a_started_task_this_controller_did_not_start_is_refused_not_left_starti
         worker._take_claimed(started)
     assert worker.run(task_id) is None
     assert worker._scheduler.active == 0
+
+
+def test_a_finished_durable_task_is_queued_again_by_any_process_and_run_once_more(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    attempts: list[str] = []
+    allowed = threading.Event()
+
+    def flaky(ctx: Any, value: int) -> int:
+        attempts.append(ctx.task_id)
+        if not allowed.is_set():
+            raise ConnectionError("upstream down")
+        return value
+
+    feeder = make(closer, shared(), owner="web")  # registers nothing
+    worker = make(closer, shared(), owner="w1")
+    worker.register("flaky", flaky)
+    worker.serve()
+    task_id = feeder.enqueue("flaky", 7)
+    assert feeder.wait(task_id, timeout=WAIT).status is S.FAILED
+    with pytest.raises(ConfigurationError, match=r"controller\.requeue\("):
+        feeder.retry(task_id)  # the local retry says where to go
+    allowed.set()
+    queued = feeder.requeue(task_id, reason="upstream is back")
+    assert (queued.status, queued.lease_owner, queued.max_attempts) == (S.QUEUED, None, 2)
+    # the worker that ran it before claims it again (its finished run is replaced)
+    outcome = feeder.wait(task_id, timeout=WAIT)
+    assert (outcome.status, outcome.value) == (S.SUCCEEDED, 7)
+    assert attempts == [task_id, task_id]
+    trail = [(t.to_status, t.trigger, t.actor) for t in feeder.history(task_id)]
+    assert trail[:5] == [
+        (S.QUEUED, "scheduler:queued", "web"),
+        (S.STARTING, "scheduler:dispatched", "w1"),
+        (S.RUNNING, "executor:launched", "w1"),
+        (S.FAILED, "executor:failed", "w1"),
+        (S.QUEUED, "control:retry", "web"),
+    ]
+    assert [status for status, _, _ in trail[5:]] == [S.STARTING, S.RUNNING, S.SUCCEEDED]
+    assert feeder.history(task_id)[4].reason == "upstream is back"
+    assert worker.get(task_id).attempt == 2  # type: ignore[union-attr]
+
+
+def test_only_a_finished_durable_task_is_queued_again(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    feeder = make(closer, shared(), owner="web")
+    with pytest.raises(ConfigurationError, match="no task 'ghost'"):
+        feeder.requeue("ghost")
+    waiting = feeder.enqueue("scale", 1)
+    with pytest.raises(ConfigurationError, match="is still queued; only a failed, stopped"):
+        feeder.requeue(waiting)
+    assert feeder.stop(waiting)  # stopped in the store: nobody held it (D144)
+    assert feeder.requeue(waiting).status is S.QUEUED
+    feeder.register("noop", _noop)
+    local = feeder.submit("noop")
+    local.wait(timeout=WAIT)
+    with pytest.raises(ConfigurationError, match="is not a durable task"):
+        feeder.requeue(local.task_id)
+    worker = make(closer, shared(), owner="w1")
+    worker.register("scale", Ledger().body())
+    worker.serve()
+    assert feeder.wait(waiting, timeout=WAIT).status is S.SUCCEEDED
+    with pytest.raises(ConfigurationError, match="is succeeded; only a failed, stopped"):
+        feeder.requeue(waiting)
+    assert [t.to_status for t in feeder.history(waiting)][-3:] == [
+        S.STARTING,
+        S.RUNNING,
+        S.SUCCEEDED,
+    ]
+
+
+def _noop(ctx: Any) -> None:
+    """A task run here, by `submit`."""

@@ -14,6 +14,7 @@ from chongming_cli._durable import cmd_nodes, cmd_submit, cmd_worker
 from chongming_cli._encoding import protected_streams, recover_arguments, recover_environ
 from chongming_cli._exit import EXIT_FAILED, EXIT_OUTPUT_CLOSED, CliError
 from chongming_cli._parser import PROG, UsageError, build_parser
+from chongming_cli._requeue import cmd_retry
 from chongming_cli._run import cmd_run
 from chongming_cli._session import resolve_node
 from chongming_cli._stores import resolve_location, scrub
@@ -28,7 +29,7 @@ from chongming_runtime import printable
 __all__ = ["main"]
 
 
-_DURABLE = {"submit": cmd_submit, "worker": cmd_worker, "nodes": cmd_nodes}
+_DURABLE = {"submit": cmd_submit, "worker": cmd_worker, "nodes": cmd_nodes, "retry": cmd_retry}
 
 
 def _describe(exc: BaseException) -> str:

@@ -525,6 +525,16 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("task_id", metavar="TASK_ID")
     for control in (stop, pause, resume):
         _json_option(control)
+    retry = command(
+        "retry",
+        "queue a finished durable task again for the workers (failed, stopped, cancelled or lost)",
+        "A task enqueued with submit keeps its name and arguments in the store: it goes back "
+        "to queued, held by nobody, its history kept, and any worker that serves its name "
+        "claims it. --json prints the task as queued.",
+    )
+    retry.add_argument("task_id", metavar="TASK_ID")
+    retry.add_argument("--reason", help="why (kept in the task's history)")
+    _json_option(retry)
 
     reconcile = command(
         "reconcile", "mark tasks whose supervising process is gone as lost (this node's buckets)"

@@ -602,7 +602,7 @@ class Controller:
                 )
             registered, options, machine = self._claimed_machine(snapshot)
             run = self._make_run(registered.fn, machine, *_arguments(snapshot), options,
-                                 claimed=True)  # fmt: skip
+                                 claimed=True, replacing=self._finished_run(task_id))  # fmt: skip
             self._writer.adopt(task_id, snapshot.status_version)
             run.start_unless_ended()
             return
@@ -615,12 +615,19 @@ class Controller:
         self._scheduler.hold(task_id, machine.snapshot.tags, machine.snapshot.bucket)
         try:
             run = self._make_run(registered.fn, machine, *_arguments(snapshot), options,
-                                 claimed=True, claim_started=True)  # fmt: skip
+                                 claimed=True, claim_started=True,
+                                 replacing=self._finished_run(task_id))  # fmt: skip
         except BaseException:
             self._claim_started.discard(task_id)
             self._scheduler.unhold(task_id)
             raise
         run.launch_claimed()
+
+    def _finished_run(self, task_id: str) -> TaskRun | None:
+        """The finished run held here under `task_id`, which a claim of the task queued again
+        (`requeue`) replaces; None when there is none (a live one is refused by the hold)."""
+        run = self._held.get(task_id)
+        return run if run is not None and run.done else None
 
     def _new_task_id(self, name: str, task_id: str | None) -> str:
         if task_id is None:
@@ -739,6 +746,21 @@ class Controller:
         """Request a stop of every unfinished task held here; returns how many requests were sent
         (not how many have stopped: follow with `wait_all`)."""
         return self._controls.stop_all(reason)
+
+    def requeue(self, task_id: str, *, reason: str | None = None) -> TaskSnapshot:
+        """Queue a finished durable task again for the workers, from any process.
+
+        A failed, stopped, cancelled or lost durable task goes back to ``queued`` in the
+        store, held by nobody and due now, its history kept (``retry`` in its trajectory;
+        a spent attempt budget is raised by one, as `StateMachine.retry` does); any worker
+        that serves its name and owns its bucket claims it. Returns the stored snapshot.
+
+        Raises:
+            ConfigurationError: no such task; not a durable one (`retry` it where it is
+                held); not finished, or succeeded; a pipeline node; or another process
+                changed it meanwhile (nothing was written).
+        """
+        return self._controls.requeue(task_id, reason)
 
     def retry(self, task_id: str, *, reason: str | None = None) -> TaskRun:
         """Run a failed/stopped/cancelled/lost task of this process again under the same id (R6).

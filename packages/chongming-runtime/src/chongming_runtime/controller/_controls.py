@@ -17,6 +17,7 @@ from chongming_core import (
     Clock,
     Command,
     CommandAction,
+    ConcurrencyConflict,
     ConfigurationError,
     StateMachine,
     TaskSnapshot,
@@ -179,7 +180,14 @@ class Controls:
         """Run a finished task held here again under its id (`Controller.retry`)."""
         run = self._held.get(task_id)
         if run is None:
-            where = "it is in the store" if self._store.get(task_id) is not None else "no such task"
+            stored = self._store.get(task_id)
+            if stored is not None and stored.durable:
+                raise ConfigurationError(
+                    f"task {task_id!r} is a durable task this process does not hold; its "
+                    "name and arguments are in the store, so queue it again for the workers "
+                    f"from any process: controller.requeue({task_id!r})"
+                )
+            where = "it is in the store" if stored is not None else "no such task"
             raise ConfigurationError(
                 f"task {task_id!r} is not held by this process ({where}); its function "
                 "and arguments are only known where it was submitted — resubmit it under a "
@@ -212,6 +220,56 @@ class Controls:
         self._writer.record(machine.snapshot, (transition,))
         revived.start_unless_ended()  # a stop by id may have reached it first
         return revived
+
+    def requeue(self, task_id: str, reason: str | None) -> TaskSnapshot:
+        """Queue a finished durable task again for the workers, in the store
+        (`Controller.requeue`, D186)."""
+        refuse_unstorable("reason", reason)
+        held = self._held.get(task_id)
+        if held is not None and not held.done:
+            raise ConfigurationError(
+                f"task {task_id!r} is still {held.status.value} here; only a finished task is "
+                "queued again (wait for it first: controller.wait)"
+            )
+        self._writer.flush()  # this process's last write of it is in the store
+        stored = self._store.get(task_id)
+        if stored is None:
+            raise ConfigurationError(f"no task {task_id!r} in the store")
+        if not stored.durable:
+            raise ConfigurationError(
+                f"task {task_id!r} is not a durable task: its function and arguments are known "
+                "only to the process that submitted it; retry it there (controller.retry), or "
+                "enqueue it under a new id"
+            )
+        if stored.pipeline_id is not None:
+            raise ConfigurationError(
+                f"task {task_id!r} is a node of pipeline {stored.pipeline_id!r}; a node is not "
+                "queued again alone — submit the pipeline again"
+            )
+        machine = StateMachine(stored, clock=self._clock)
+        if not machine.can_retry():
+            state = (
+                f"still {stored.status.value}" if not stored.is_terminal else stored.status.value
+            )
+            raise ConfigurationError(
+                f"task {task_id!r} is {state}; only a failed, stopped, cancelled or lost task "
+                "is queued again"
+            )
+        transition = machine.retry(actor=self._owner, reason=reason)
+        # held by nobody, due now: any worker that serves its name and owns its bucket
+        queued = machine.snapshot.evolve(lease_owner=None, lease_until=None, run_at=None)
+        try:
+            self._store.save(
+                queued, expect_version=stored.status_version, transitions=(transition,)
+            )
+        except ConcurrencyConflict:
+            raise ConfigurationError(
+                f"task {task_id!r} changed in the store while it was queued again (another "
+                "process queued it first?); nothing was written — look at it with status"
+            ) from None
+        if held is not None:  # its state is the store's now (a claim here takes it on anew)
+            self._held.drop(held)
+        return queued
 
     def wait(self, task_id: str, timeout: float | None) -> TaskOutcome:
         """Block until the task is terminal, here or in the store (`Controller.wait`)."""
