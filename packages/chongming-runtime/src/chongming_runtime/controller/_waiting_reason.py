@@ -112,7 +112,10 @@ def _fleet_full(
         if not blocking:
             return None  # this worker has room for it
         full.add(blocking[0])
-    parts = [f"{tag!r} ({held[tag]} of {limit} held)" for tag, limit in sorted(full)]
+    parts = [
+        f"{tag!r} ({held[tag]} of {limit} held)" if limit else f"{tag!r} (0: none may run)"
+        for tag, limit in sorted(full)
+    ]
     if len(parts) == 1:
         return "fleet limit " + parts[0].replace(" (", " is full (", 1)
     return "fleet limits are full: " + ", ".join(parts)
