@@ -627,7 +627,9 @@ class Controller:
         """The finished run held here under `task_id`, which a claim of the task queued again
         (`requeue`) replaces; None when there is none (a live one is refused by the hold)."""
         run = self._held.get(task_id)
-        return run if run is not None and run.done else None
+        # ended (its end may still be on its way to its waiters: the store holds it already,
+        # or the task could not have been queued again)
+        return run if run is not None and (run.done or run.status.is_terminal) else None
 
     def _new_task_id(self, name: str, task_id: str | None) -> str:
         if task_id is None:

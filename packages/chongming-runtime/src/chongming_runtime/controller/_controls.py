@@ -227,8 +227,14 @@ class Controls:
         refuse_unstorable("reason", reason)
         held = self._held.get(task_id)
         if held is not None and not held.done:
+            status = held.status
+            why = (
+                f"it ended {status.value} here and its end is still being written"
+                if status.is_terminal
+                else f"it is still {status.value} here"
+            )
             raise ConfigurationError(
-                f"task {task_id!r} is still {held.status.value} here; only a finished task is "
+                f"task {task_id!r} cannot be queued again yet: {why}; only a finished task is "
                 "queued again (wait for it first: controller.wait)"
             )
         self._writer.flush()  # this process's last write of it is in the store
