@@ -114,3 +114,23 @@ def test_retry_refuses_what_no_worker_can_take_in_one_line(
         None,
         None,
     )
+
+
+def test_retry_of_a_lost_task_warns_that_its_last_attempt_may_have_run(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from chongming_core import FakeClock, StateMachine
+    from chongming_store_sqlite import SqliteTaskStore
+
+    with SqliteTaskStore("t.db") as store:
+        machine = StateMachine.create("gone-1", "transform", clock=FakeClock())
+        machine = StateMachine(machine.snapshot.evolve(durable=True), clock=FakeClock())
+        machine.mark_queued(actor="web")
+        machine.mark_starting(executor="thread", actor="w-1")
+        machine.mark_running(actor="w-1")
+        machine.mark_lost(actor="reconcile", reason="lease of w-1 expired")
+        store.create(machine.snapshot, machine.transitions)
+    assert main(["--db", "t.db", "retry", "gone-1"]) == EXIT_OK
+    captured = capsys.readouterr()
+    assert "ended lost: its last attempt may have run to its end" in captured.err
+    assert captured.out.startswith("task 'gone-1' is queued again (attempt 2 of at most 2)")

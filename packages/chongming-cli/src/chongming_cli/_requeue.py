@@ -14,7 +14,7 @@ from chongming_cli._exit import EXIT_OK, CliError
 from chongming_cli._hints import suggest
 from chongming_cli._output import write_json
 from chongming_cli._session import NodeOptions, open_controller
-from chongming_core import ConfigurationError, StateMachine, TaskSnapshot
+from chongming_core import ConfigurationError, StateMachine, TaskSnapshot, TaskStatus
 from chongming_runtime import printable
 
 __all__ = ["cmd_retry"]
@@ -30,6 +30,12 @@ def cmd_retry(args: argparse.Namespace, node: NodeOptions, console: Console) -> 
         except ConfigurationError as exc:  # another process changed it meanwhile
             raise CliError(str(exc)) from None
         waiting = controller.waiting_reasons([queued]).get(queued.task_id)
+    assert found is not None
+    if found.status is TaskStatus.LOST:  # said whatever the output form: it is a warning
+        console.note(
+            f"note: task {printable(repr(found.task_id))} ended lost: its last attempt may "
+            "have run to its end (its outcome is unknown), so it runs once more now"
+        )
     if args.json:
         write_json(console.out, queued.to_dict())
         return EXIT_OK
