@@ -226,7 +226,7 @@ def test_bad_input_gets_one_line(workspace: Workspace, store: list[str]) -> None
         (["submit", "add", "--timeout", "5"], "add --wait"),
         (["submit", "add", "--delay", "99999999999d"], "past the year 9999"),
         (["submit", "add", "--at", "9999-12-31T23:59:59-05:00"], "outside the years 1 to 9999"),
-        (["submit", "add", "--delay", "-5s"], "write --delay=-5s"),
+        (["submit", "add", "--delay", "-5s"], "is negative"),
         (["worker", "--tasks", "no_such_module"], "cannot import the task module"),
         (["worker", "--tasks", "worker_tasks", "--fleet-limit", "gpu"], "TAG=N"),
         (

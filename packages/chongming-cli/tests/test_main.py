@@ -51,10 +51,14 @@ def test_an_unknown_option_of_a_command_points_to_the_commands_help(
 def test_a_value_that_begins_with_a_dash_is_told_how_to_be_written(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["submit", "add", "--delay", "-5s"]) == EXIT_FAILED
+    assert main(["submit", "add", "--delay", "-5s"]) == EXIT_FAILED  # its own problem first
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "'-5s' was taken for an option; write --delay=-5s" in err
+    assert "argument --delay: '-5s' is negative; a duration counts forward from now" in err
+    assert main(["stop", "t1", "--reason", "-urgent"]) == EXIT_FAILED  # a value it takes
+    err = capsys.readouterr().err
+    assert "'-urgent' was taken for an option; a value that begins with '-' is written " in err
+    assert "--reason=-urgent" in err
     assert main(["submit", "add", "--delay"]) == EXIT_FAILED  # really missing: as argparse says
     assert "expected one argument (see: chongming-task submit --help)" in capsys.readouterr().err
 

@@ -180,3 +180,34 @@ def test_a_resume_sent_right_behind_a_pause_from_another_process_is_not_lost(
         assert console.resume(task_id) is False
     finally:
         console.close()
+
+
+def test_a_command_behind_one_another_node_holds_for_a_moment_waits_for_it(
+    holder: Holder,
+) -> None:
+    """Another node claims the pause first (it does not hold the task, so it gives it back):
+    the holder, meanwhile claiming the resume alone, leaves it for after the pause
+    instead of applying it to a task still running and ignoring it."""
+    store = holder.controller.store
+    task_id = holder.run.task_id
+    pause, resume = (
+        new_command(task_id=task_id, action=action, issued_by="console", clock=holder.clock)
+        for action in ("pause", "resume")
+    )
+    store.submit_command(pause)
+    now = holder.controller.clock.now()  # the holder claims at its own now
+    [taken] = store.claim_commands("node-b", now=now, lease_seconds=30, limit=1)
+    assert taken.command_id == pause.command_id
+    store.submit_command(resume)
+    assert holder.controller._poller.poll_once() == 0  # the resume waits for the pause
+    open_ids = [c.command_id for c in store.commands(task_id=task_id, include_complete=False)]
+    assert open_ids == [pause.command_id, resume.command_id]
+    assert holder.run.status is S.RUNNING
+    assert store.release_command(pause.command_id, owner="node-b")  # node-b gives it back
+    assert holder.controller._poller.poll_once() == 2  # both, in the order they were issued
+    results = {c.command_id: c.result for c in store.commands(task_id=task_id)}
+    assert [results[pause.command_id], results[resume.command_id]] == [
+        "applied: pause requested",
+        "applied",
+    ]
+    _free(holder)

@@ -113,6 +113,9 @@ def test_every_slot_of_a_fleet_limit_it_needs_is_held() -> None:
     # workers that cannot take it anyway do not count
     others = [limited, _worker("w2", live=False), _worker("w3", names=("other",))]
     assert _reason(gpu, others, {"gpu": 2}) == "fleet limit 'gpu' is full (2 of 2 held)"
+    # workers that limit one tag differently: the largest limit that holds one back is said
+    mixed = [limited, _worker("w2", fleet_limits={"gpu": 0})]
+    assert _reason(gpu, mixed, {"gpu": 2}) == "fleet limit 'gpu' is full (2 of 2 held)"
     # a limit of 0 holds every task of the tag back
     assert _reason(gpu, [_worker(fleet_limits={"gpu": 0})], {"gpu": 0}) == (
         "fleet limit 'gpu' is full (0: none may run)"

@@ -9,7 +9,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from chongming_core import TaskSnapshot, WorkerRecord
+from chongming_core import TaskSnapshot, TaskStatus, WorkerRecord
 from chongming_runtime import Controller
 from chongming_store_sqlite import SqliteTaskStore
 from chongming_tui import DashboardApp
@@ -32,7 +32,9 @@ def _row(owner: str, now: datetime, *, live: bool) -> WorkerRecord:
     )
 
 
-def _reason(snapshot: TaskSnapshot, *, now: datetime, served: Any, workers: Any) -> str | None:
+def _reason(
+    snapshot: TaskSnapshot, *, now: datetime, served: Any, workers: Any, fleet_held: Any
+) -> str | None:
     """A stand-in for the console's `waiting_reason` (the dashboard only shows it)."""
     if snapshot.durable and snapshot.name not in served:
         return f"no worker serves {snapshot.name!r}"
@@ -114,6 +116,41 @@ def test_an_80_column_terminal_shows_which_workers_are_live_and_the_runtime_reas
             assert "live" in rows["worker-a"].split(), rows
             assert "expired" in rows["worker-b"].split(), rows
             assert all("ago" in line for line in rows.values()), rows
+
+        drive(app, scenario, size=(80, 24))
+    finally:
+        controller.close(close_store=True)
+
+
+def test_the_dashboard_says_a_full_fleet_limit_holds_a_task_back(tmp_path: Path) -> None:
+    store = SqliteTaskStore(tmp_path / "t.db")
+    controller = Controller(store=store, owner="console-1")
+    now = controller.clock.now()
+    row = _row("worker-a", now, live=True)
+    store.register_worker(
+        WorkerRecord(
+            owner=row.owner, host=row.host, pid=row.pid, buckets=None, names=("render",),
+            capacity={"fleet_limits": {"gpu": 1}}, started_at=row.started_at,
+            last_seen=row.last_seen, lease_until=row.lease_until,
+        )
+    )  # fmt: skip
+    holding = controller.enqueue("render", 1, tags=["gpu"], task_id="gpu-1")
+    waiting = controller.enqueue("render", 2, tags=["gpu"], task_id="gpu-2")
+    queued = store.get(holding)
+    assert queued is not None
+    store.save(
+        queued.evolve(status=TaskStatus.RUNNING, status_version=queued.status_version + 1,
+                      started_at=now, lease_owner="worker-a",
+                      lease_until=now + timedelta(seconds=30)),
+        expect_version=queued.status_version,
+    )  # fmt: skip
+    try:
+        app = DashboardApp(controller, store_label="t.db", refresh_interval=None,
+                           cursor_blink=False)  # fmt: skip
+
+        async def scenario(pilot: Pilot[int]) -> None:
+            assert app.latest is not None
+            assert app.latest.waiting == {waiting: "fleet limit 'gpu' is full (1 of 1 held)"}
 
         drive(app, scenario, size=(80, 24))
     finally:

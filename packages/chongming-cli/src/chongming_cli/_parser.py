@@ -50,13 +50,26 @@ class _Parser(argparse.ArgumentParser):
             option = wants.group(1)
             index = given.index(option) if option in given else -1
             value = given[index + 1] if 0 <= index < len(given) - 1 else None
-            if value is not None and value.startswith("-"):
-                # argparse takes a value that begins with '-' for an option
-                message = (
+            if value is not None and value.startswith("-") and not _knows(self, value):
+                # argparse takes a value that begins with '-' for an option: the value's own
+                # problem when it has one (a negative duration), else how to write it
+                message = self._unreached_value(option, value) or (
                     f"argument {option}: expected one argument, and {value!r} was taken for an "
-                    f"option; write {option}={value}"
+                    f"option; a value that begins with '-' is written {option}={value}"
                 )
         raise UsageError(f"{message} (see: {self.prog} --help)")
+
+    def _unreached_value(self, option: str, value: str) -> str | None:
+        """What `option`'s type says of `value`, when it refuses it (None: it takes it)."""
+        action = self._option_string_actions.get(option)
+        convert = None if action is None else action.type
+        if not callable(convert):
+            return None
+        try:
+            convert(value)
+        except (argparse.ArgumentTypeError, TypeError, ValueError) as exc:
+            return f"argument {option}: {exc}"
+        return None
 
     def parse_args(  # type: ignore[override]
         self, args: Sequence[str] | None = None, namespace: argparse.Namespace | None = None

@@ -22,6 +22,10 @@ def parse_duration(text: str) -> float:
             what is accepted).
     """
     match = _DURATION.fullmatch(text.strip())
+    if match is None and _DURATION.fullmatch(text.strip().removeprefix("-")) is not None:
+        raise ValueError(
+            f"{text!r} is negative; a duration counts forward from now, e.g. 30s, 5m, 1h, 1.5s"
+        )
     if match is None:
         raise ValueError(
             f"{text!r} is not a duration; write a number with a unit, e.g. 30s, 5m, 1h, 1.5s"

@@ -26,6 +26,7 @@ from chongming_runtime.controller._ownership import describe_buckets as describe
 from chongming_runtime.controller._reconcile import ReconcileReport as ReconcileReport
 from chongming_runtime.controller._registry import RegisteredTask as RegisteredTask
 from chongming_runtime.controller._stats import ControllerStats as ControllerStats
+from chongming_runtime.controller._waiting_reason import fleet_held_for as fleet_held_for
 from chongming_runtime.controller._waiting_reason import waiting_reason as waiting_reason
 from chongming_runtime.executors import AttemptHandle as AttemptHandle
 from chongming_runtime.executors import Executor as Executor
@@ -77,6 +78,7 @@ __all__ = [
     "describe_buckets",
     "display_width",
     "encodable",
+    "fleet_held_for",
     "format_elapsed",
     "name_cell",
     "printable",

@@ -23,13 +23,14 @@ from chongming_core import (
     WorkerRecord,
     unreadable_in,
 )
-from chongming_runtime import Controller, ControllerStats
+from chongming_runtime import Controller, ControllerStats, fleet_held_for
 from chongming_tui._filters import TaskFilter
 
 __all__ = ["PendingAction", "Refresh", "WaitingReason", "fetch"]
 
 #: Why a durable queued task waits, or None: called as ``reason(snapshot, now=...,
-#: served=..., workers=...)`` (`chongming_runtime.waiting_reason` by default).
+#: served=..., workers=..., fleet_held=...)`` (`chongming_runtime.waiting_reason` by
+#: default).
 WaitingReason = Callable[..., str | None]
 
 _S = TaskStatus
@@ -115,8 +116,12 @@ def fetch(
         workers = tuple(store.workers())
         if waiting_reason is not None:
             served = store.served_names(now)
-            for snapshot in (*tasks, *([detail] if detail is not None else [])):
-                reason = waiting_reason(snapshot, now=now, served=served, workers=workers)
+            judged = (*tasks, *([detail] if detail is not None else []))
+            held = fleet_held_for(store, judged, workers, now)
+            for snapshot in judged:
+                reason = waiting_reason(
+                    snapshot, now=now, served=served, workers=workers, fleet_held=held
+                )
                 if reason is not None:
                     waiting[snapshot.task_id] = reason
     return Refresh(

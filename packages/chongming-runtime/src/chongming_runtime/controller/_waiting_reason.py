@@ -23,6 +23,7 @@ from chongming_core import TaskQuery, TaskSnapshot, TaskStatus, TaskStore, Worke
 from chongming_core.backend import FLEET_STATUSES, holds_fleet_slot
 
 __all__ = [
+    "fleet_held_for",
     "fleet_limits_of_row",
     "fleet_slots_held",
     "needs_workers",
@@ -101,7 +102,7 @@ def _fleet_full(
 ) -> str | None:
     """``fleet limit 't' is full (n of m held)`` when every worker able to claim `snapshot`
     finds a fleet limit of one of its tags used up; None when one of them has room."""
-    full: set[tuple[str, int]] = set()
+    full: dict[str, int] = {}  # tag -> the largest of its limits that holds a worker back
     for worker in sorted(able, key=lambda w: w.owner):
         limits = fleet_limits_of_row(worker)
         blocking = sorted(
@@ -111,10 +112,11 @@ def _fleet_full(
         )
         if not blocking:
             return None  # this worker has room for it
-        full.add(blocking[0])
+        tag, limit = blocking[0]
+        full[tag] = max(limit, full.get(tag, limit))
     parts = [
         f"{tag!r} ({held[tag]} of {limit} held)" if limit else f"{tag!r} (0: none may run)"
-        for tag, limit in sorted(full)
+        for tag, limit in sorted(full.items())
     ]
     if len(parts) == 1:
         return "fleet limit " + parts[0].replace(" (", " is full (", 1)
@@ -132,6 +134,21 @@ def fleet_limits_of_row(worker: WorkerRecord) -> dict[str, int]:
         for tag, n in declared.items()
         if isinstance(n, int) and not isinstance(n, bool) and n >= 0
     }
+
+
+def fleet_held_for(
+    store: TaskStore,
+    snapshots: Iterable[TaskSnapshot],
+    workers: Iterable[WorkerRecord],
+    now: datetime,
+) -> dict[str, int] | None:
+    """The `waiting_reason` ``fleet_held`` of `snapshots`: counted only for the tags that a
+    task among them waiting for a claim holds and a live worker limits (None: none)."""
+    limited = {tag for w in workers if w.is_live(now) for tag in fleet_limits_of_row(w)}
+    if not limited:
+        return None
+    needed = {tag for s in snapshots if needs_workers(s, now) for tag in s.tags} & limited
+    return fleet_slots_held(store, needed, now) if needed else None
 
 
 def fleet_slots_held(store: TaskStore, tags: Iterable[str], now: datetime) -> dict[str, int]:
@@ -157,9 +174,7 @@ def waiting_reasons(
         return {}
     served = store.served_names(now)
     workers = store.workers()
-    limited = {tag for w in workers if w.is_live(now) for tag in fleet_limits_of_row(w)}
-    needed = {tag for s in waiting for tag in s.tags} & limited
-    held = fleet_slots_held(store, needed, now) if needed else None
+    held = fleet_held_for(store, waiting, workers, now)
     reasons = {
         s.task_id: waiting_reason(s, now=now, served=served, workers=workers, fleet_held=held)
         for s in waiting

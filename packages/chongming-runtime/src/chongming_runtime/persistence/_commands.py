@@ -141,9 +141,17 @@ class CommandPoller:
             buckets=self._buckets,
         )
         completed = 0
+        batch = {command.command_id for command in claimed}
+        waiting: set[str] = set()  # tasks with an earlier command elsewhere: theirs wait
         for command in claimed:
             if command.problem is not None:
                 completed += self._reject_unreadable(command)
+                continue
+            if command.task_id in waiting or self._behind_another(command, batch):
+                # an earlier command of the task is not in this batch (another node holds
+                # it for a moment, to give it back): applied first, then this one (D187)
+                waiting.add(command.task_id)
+                self._store.release_command(command.command_id, owner=self._owner)
                 continue
             try:
                 result = self._handler(command)
@@ -163,6 +171,16 @@ class CommandPoller:
             ):
                 completed += 1
         return completed
+
+    def _behind_another(self, command: Command, batch: set[str]) -> bool:
+        """Whether an earlier open command of the same task is outside `batch` (the store
+        lists a task's commands oldest first)."""
+        for other in self._store.commands(task_id=command.task_id, include_complete=False):
+            if other.command_id == command.command_id:
+                return False
+            if other.command_id not in batch and not other.is_complete:
+                return True
+        return False
 
     def _reject_unreadable(self, command: Command) -> int:
         """Complete a row that could not be read whole as rejected, with what is wrong
