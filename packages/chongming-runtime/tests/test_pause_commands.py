@@ -10,6 +10,7 @@ every millisecond in a file, so the test sees whether it advances.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from datetime import timedelta
 from pathlib import Path
 from types import ModuleType
 
@@ -195,8 +196,11 @@ def test_a_command_behind_one_another_node_holds_for_a_moment_waits_for_it(
         for action in ("pause", "resume")
     )
     store.submit_command(pause)
-    now = holder.controller.clock.now()  # the holder claims at its own now
-    [taken] = store.claim_commands("node-b", now=now, lease_seconds=30, limit=1)
+    # node-b claims as if the holder's lease had run out (a store offers no one else the
+    # commands of a task held under a live lease; a clock far ahead, or a store that does
+    # not filter them, still can): it holds the pause until long after the holder's now
+    later = holder.controller.clock.now() + timedelta(hours=1)
+    [taken] = store.claim_commands("node-b", now=later, lease_seconds=30, limit=1)
     assert taken.command_id == pause.command_id
     store.submit_command(resume)
     assert holder.controller._poller.poll_once() == 0  # the resume waits for the pause

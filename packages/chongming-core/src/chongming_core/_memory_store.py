@@ -310,6 +310,15 @@ class InMemoryTaskStore(TaskStore):
             self._commands[command.command_id] = command
             self._command_order[command.command_id] = next(self._sequence)
 
+    def _held_by_another(self, task_id: object, owner: str, now: datetime) -> bool:
+        """Whether another owner holds `task_id` under a live lease. Under the lock."""
+        entry = self._tasks.get(task_id) if isinstance(task_id, str) else None
+        found = None if entry is None else _read(task_id, entry)  # type: ignore[arg-type]
+        if not isinstance(found, TaskSnapshot):
+            return False
+        until = found.lease_until
+        return found.lease_owner not in (None, owner) and until is not None and until > now
+
     def claim_commands(
         self,
         owner: str,
@@ -344,6 +353,8 @@ class InMemoryTaskStore(TaskStore):
                 if wanted_ids is not None and read.task_id not in wanted_ids:
                     continue
                 if wanted_buckets is not None and read.bucket not in wanted_buckets:
+                    continue
+                if self._held_by_another(read.task_id, owner, now):
                     continue
                 leased = _replace_command(cmd, claimed_by=owner, lease_until=until)
                 read = checked_command(leased)  # the lease replaced what it held

@@ -483,7 +483,10 @@ class TaskStore(abc.ABC):
         lease ended before `now`; it is then leased to `owner` until
         ``now + lease_seconds``, so no two claimers hold it at once, and a claimer
         that crashed gives it up when the lease ends. `task_ids` and `buckets`
-        narrow the commands considered.
+        narrow the commands considered. A command of a task that another owner holds
+        under a live lease (``lease_owner`` not `owner`, ``lease_until`` after `now`) is
+        left to that holder: only it can apply it, and a claim by anyone else would only
+        give it back, delaying it and its later commands.
 
         Each row is read on its own (`read_command`): a row holding a value its
         column cannot hold is leased and returned like the others, with `problem`

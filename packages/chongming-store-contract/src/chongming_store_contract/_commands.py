@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from datetime import timedelta, timezone
 
-from chongming_core import Command, CommandAction
+from chongming_core import Command, CommandAction, TaskStatus
 from chongming_store_contract._base import ContractBase
 from chongming_store_contract._checks import expect, expect_equal
 
@@ -158,6 +158,29 @@ class CommandsContract(ContractBase):
             "n", now=self.clock.now(), lease_seconds=5, task_ids=["a"], buckets=[1]
         )
         expect_equal(_ids(claimed), ["c1"], "claim with task_ids=['a'] and buckets=[1]")
+
+    def test_claim_skips_the_commands_of_a_task_another_owner_holds_under_a_live_lease(
+        self,
+    ) -> None:
+        now = self.clock.now()
+        for task_id, until in (("held", 60), ("expired", -1)):
+            built = self.task(task_id, TaskStatus.RUNNING)
+            leased = built.snapshot.evolve(
+                lease_owner="node-a", lease_until=now + timedelta(seconds=until)
+            )
+            self.store.create(leased, built.transitions)
+        self.submit("c1", task_id="held")
+        self.submit("c2", task_id="expired")
+        self.submit("c3", task_id="nowhere")
+        now = self.clock.now()
+        other = self.store.claim_commands("node-b", now=now, lease_seconds=5)
+        expect_equal(
+            _ids(other),
+            ["c2", "c3"],
+            "a claim by node-b (node-a holds 'held' under a live lease: only it is offered c1)",
+        )
+        mine = self.store.claim_commands("node-a", now=now, lease_seconds=5)
+        expect_equal(_ids(mine), ["c1"], "a claim by node-a, the holder")
 
     def test_claim_of_an_empty_channel_returns_nothing(self) -> None:
         expect_equal(

@@ -233,6 +233,12 @@ WITH picked AS (
       AND (claimed_by IS NULL OR lease_until IS NULL OR lease_until <= %(now)s)
       AND (%(task_ids)s::text[] IS NULL OR task_id = ANY(%(task_ids)s::text[]))
       AND (%(buckets)s::bigint[] IS NULL OR bucket = ANY(%(buckets)s::bigint[]))
+      -- a task another owner holds under a live lease: its commands are the holder's
+      AND NOT EXISTS (
+          SELECT 1 FROM {tasks} t
+          WHERE t.task_id = {commands}.task_id AND t.lease_owner <> %(owner)s
+            AND t.lease_until > %(now)s
+      )
     ORDER BY seq
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED

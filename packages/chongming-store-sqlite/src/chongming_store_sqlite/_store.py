@@ -486,9 +486,13 @@ class SqliteTaskStore(TaskStore):
             return []
         base = (
             f"SELECT seq, {COMMAND_SELECT} FROM commands WHERE completed_at IS NULL "
-            "AND (claimed_by IS NULL OR lease_until_us IS NULL OR lease_until_us <= ?)"
+            "AND (claimed_by IS NULL OR lease_until_us IS NULL OR lease_until_us <= ?) "
+            # a task another owner holds under a live lease: its commands are the holder's
+            "AND NOT EXISTS (SELECT 1 FROM tasks WHERE tasks.task_id = commands.task_id "
+            "AND tasks.lease_owner IS NOT NULL AND tasks.lease_owner != ? "
+            "AND tasks.lease_until_us > ?)"
         )
-        base_params: list[object] = [now_us]
+        base_params: list[object] = [now_us, owner, now_us]
         if buckets is not None:
             base += " AND bucket IN (SELECT value FROM json_each(?))"
             base_params.append(json.dumps(list(buckets)))
