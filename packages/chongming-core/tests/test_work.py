@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import enum
+import re
 import threading
 import uuid
+from collections.abc import Callable
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from pathlib import PurePosixPath
@@ -13,8 +15,10 @@ import pytest
 
 from chongming_core import (
     ClaimRequest,
+    ClaimStart,
     ConfigurationError,
     InMemoryTaskStore,
+    StartPlan,
     StateMachine,
     TaskSnapshot,
     TaskStatus,
@@ -270,3 +274,73 @@ def test_a_store_without_durable_work_says_so_in_one_line() -> None:
         with pytest.raises(ConfigurationError, match="does not support durable tasks") as caught:
             call()
         assert "\n" not in str(caught.value)
+
+
+# ---------------------------------------------------------------- ClaimStart
+def _claimed(attempt: int = 0, max_attempts: int = 1) -> TaskSnapshot:
+    machine = StateMachine.create("t1", "load", max_attempts=max_attempts, durable=True)
+    machine.mark_queued()
+    return machine.snapshot.evolve(
+        attempt=attempt, lease_owner="w1", lease_until=T0 + timedelta(seconds=30)
+    )
+
+
+def test_a_claim_start_writes_the_next_attempt_as_the_state_machine_does() -> None:
+    start = ClaimStart(executor="process", plans={"load": StartPlan(3, "载入")})
+    leased = _claimed()
+    write = start.write(leased, T0)
+    assert write is not None
+    s = write.snapshot
+    assert (s.status, s.status_version, s.attempt, s.max_attempts) == (
+        TaskStatus.STARTING,
+        leased.status_version + 1,
+        1,
+        3,
+    )
+    assert (s.description, s.executor, s.started_at, s.updated_at) == ("载入", "process", T0, T0)
+    assert (s.lease_owner, s.lease_until) == ("w1", leased.lease_until)
+    assert write.expect_version == leased.status_version
+    (transition,) = write.transitions
+    assert transition == ClaimStart.transition_of(s)
+    assert (transition.from_status, transition.to_status, transition.actor) == (
+        TaskStatus.QUEUED,
+        TaskStatus.STARTING,
+        "w1",
+    )
+
+
+def test_a_claim_start_never_refuses_a_task_whose_budget_is_spent() -> None:
+    start = ClaimStart(executor="thread", plans={"load": StartPlan(1)})
+    write = start.write(_claimed(attempt=2, max_attempts=2), T0)
+    assert write is not None
+    assert (write.snapshot.attempt, write.snapshot.max_attempts) == (3, 3)
+
+
+def test_a_claim_start_leaves_a_name_without_a_plan_and_an_unleased_task() -> None:
+    start = ClaimStart(executor="thread", plans={"other": StartPlan(1)})
+    assert start.write(_claimed(), T0) is None
+    mine = ClaimStart(executor="thread", plans={"load": StartPlan(1)})
+    assert mine.write(_claimed().evolve(lease_owner=None), T0) is None
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: StartPlan(0), "max_attempts must be an integer >= 1, got 0"),
+        (lambda: StartPlan(True), "max_attempts must be an integer >= 1, got True"),
+        (lambda: StartPlan(1, 5), "description must be a str or None, got 5"),  # type: ignore[arg-type]
+        (lambda: ClaimStart("", {}), "executor must be a non-empty str"),
+        (lambda: ClaimStart("thread", {"x": 1}), "plans['x'] must be a StartPlan, got 1"),  # type: ignore[dict-item]
+        (lambda: ClaimStart("thread", ["x"]), "plans must be a mapping of task name"),  # type: ignore[arg-type]
+    ],
+)
+def test_a_claim_start_refuses_what_it_cannot_write(
+    make: Callable[[], object], message: str
+) -> None:
+    with pytest.raises(ConfigurationError, match=re.escape(message)):
+        make()
+
+
+def test_transition_of_refuses_a_task_no_claim_started() -> None:
+    with pytest.raises(ConfigurationError, match="it was not started by a claim"):
+        ClaimStart.transition_of(_claimed())

@@ -590,9 +590,9 @@ def test_a_store_that_only_leases_still_has_its_claims_started_once(closer: Clos
 def test_a_started_task_this_controller_did_not_start_is_refused_not_left_starting(
     closer: Closer,
 ) -> None:
-    """A claim that hands back a task already `starting` under another start than this
-    controller's is refused at the take (the serving loop notes it, and its lease runs
-    out for `reconcile()`), never made a run that waits for a start that never comes."""
+    """A claim that hands back a task `starting` under another holder's lease, or in a
+    status no claim leaves, is refused at the take (the serving loop notes it, and its
+    lease runs out for `reconcile()`), never made a run here."""
     from chongming_core import SnapshotWrite, StateMachine
 
     store = InMemoryTaskStore()
@@ -607,10 +607,14 @@ def test_a_started_task_this_controller_did_not_start_is_refused_not_left_starti
         return SnapshotWrite(machine.snapshot, leased.status_version, (transition,))
 
     (started,) = store.claim_tasks(one_claim(worker, "double", start=foreign))
-    with pytest.raises(ConfigurationError, match="not as this controller started it"):
-        worker._take_claimed(started)
-    assert worker.run(task_id) is None
-    assert worker._scheduler.active == 0
+    for handed in (
+        started.evolve(lease_owner="w2"),
+        started.evolve(status=S.RUNNING, status_version=started.status_version + 1),
+    ):
+        with pytest.raises(ConfigurationError, match="not as this controller starts it"):
+            worker._take_claimed(handed)
+        assert worker.run(task_id) is None
+        assert worker._scheduler.active == 0
 
 
 def test_a_finished_durable_task_is_queued_again_by_any_process_and_run_once_more(

@@ -180,6 +180,8 @@ from chongming_core._unreadable import UnreadableRow as UnreadableRow
 from chongming_core._unreadable import decode_row as decode_row
 from chongming_core._unreadable import unreadable_in as unreadable_in
 from chongming_core._work import ClaimRequest as ClaimRequest
+from chongming_core._work import ClaimStart as ClaimStart
+from chongming_core._work import StartPlan as StartPlan
 from chongming_core._work import WorkerRecord as WorkerRecord
 
 __version__ = "0.1.0"
@@ -200,6 +202,7 @@ __all__ = [
     "BucketPolicy",
     "CircularDependency",
     "ClaimRequest",
+    "ClaimStart",
     "Clock",
     "Command",
     "CommandAction",
@@ -222,6 +225,7 @@ __all__ = [
     "Progress",
     "RetryPolicy",
     "SnapshotWrite",
+    "StartPlan",
     "StateMachine",
     "StoreError",
     "StoreNotFound",

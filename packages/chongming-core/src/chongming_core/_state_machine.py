@@ -336,20 +336,22 @@ class StateMachine:
         executor: str | None = None,
         actor: str = _DEFAULT_ACTOR,
         reason: str | None = None,
+        at: datetime | None = None,
     ) -> Transition:
-        """queued/retry_wait -> starting: a new attempt begins.
+        """queued/retry_wait -> starting: a new attempt begins (at `at`, by default now).
 
         Raises:
             AttemptsExhausted: when ``attempt + 1 > max_attempts``.
         """
         self._check(_S.STARTING, trig.START)
         snap = self._snapshot
-        now = self._clock.now()
+        now = self._clock.now() if at is None else at
         return self._apply(
             _S.STARTING,
             trig.START,
             actor,
             reason,
+            at=at,
             attempt=snap.attempt + 1,
             started_at=now,
             finished_at=None,

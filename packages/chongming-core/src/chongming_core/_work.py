@@ -20,17 +20,21 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 from chongming_core._errors import ConfigurationError
 from chongming_core._json import portable_json
-from chongming_core._records import SnapshotWrite, TaskSnapshot
+from chongming_core._records import SnapshotWrite, TaskSnapshot, Transition
+from chongming_core._state_machine import StateMachine
 from chongming_core._status import TaskStatus
+from chongming_core._triggers import START
 
 __all__ = [
     "FLEET_STATUSES",
     "ChangeSignals",
     "ClaimRequest",
+    "ClaimStart",
+    "StartPlan",
     "WakeUp",
     "WorkerRecord",
     "choose_claims",
@@ -75,6 +79,106 @@ def _counts(value: object, what: str) -> Mapping[str, int]:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class StartPlan:
+    """How a worker starts the tasks of one name it serves (see `ClaimStart`).
+
+    Attributes:
+        max_attempts: its registered retry budget (a task that already used more keeps
+            one more attempt: the start never refuses a claimed task).
+        description: its registered description (None: none).
+    """
+
+    max_attempts: int
+    description: str | None = None
+
+    def __post_init__(self) -> None:
+        budget: object = self.max_attempts
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 1:
+            raise ConfigurationError(f"max_attempts must be an integer >= 1, got {budget!r}")
+        if self.description is not None and not isinstance(self.description, str):
+            raise ConfigurationError(f"description must be a str or None, got {self.description!r}")
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class ClaimStart:
+    """The start a worker's claim writes with each task it takes, as data: a store can
+    apply it in the claim's own statement (PostgreSQL does: one round trip), and every
+    store gets the same write from `write`.
+
+    A task of a name in `plans`, found ``queued`` at version ``v`` and leased to the
+    claimant, becomes ``starting`` at ``v + 1`` at the claim's ``now``: its next attempt
+    (``attempt + 1``), the plan's retry budget (at least that attempt) and description,
+    the claim's tags (`claim_tags`), ``executor``, the attempt's fields cleared, with one
+    transition ``queued -> starting`` (trigger ``scheduler:dispatched``, actor the
+    claimant). A task of a name without a plan is left unclaimed.
+
+    Example::
+
+        start = ClaimStart(executor="thread", plans={"etl.load": StartPlan(max_attempts=3)})
+        request = ClaimRequest(owner="node-a", names=frozenset({"etl.load"}), buckets=None,
+                               limit=4, now=now, lease_until=now + timedelta(seconds=30),
+                               start=start)
+
+    Attributes:
+        executor: the name of the executor the claimant runs the tasks with.
+        plans: per task name, its `StartPlan`.
+    """
+
+    executor: str
+    plans: Mapping[str, StartPlan]
+    #: the trigger of the transition a start appends (a store writing it in SQL needs it)
+    TRIGGER: ClassVar[str] = START
+
+    def __post_init__(self) -> None:
+        _text(self.executor, "executor")
+        if not isinstance(self.plans, Mapping):
+            raise ConfigurationError(
+                f"plans must be a mapping of task name to StartPlan, got {self.plans!r}"
+            )
+        plans: dict[str, StartPlan] = {}
+        for name, plan in self.plans.items():
+            if not isinstance(plan, StartPlan):
+                raise ConfigurationError(f"plans[{name!r}] must be a StartPlan, got {plan!r}")
+            plans[_text(name, "a task name in plans")] = plan
+        object.__setattr__(self, "plans", MappingProxyType(plans))
+
+    def write(self, leased: TaskSnapshot, now: datetime) -> SnapshotWrite | None:
+        """The write that starts `leased` (as claimed: leased, its claim tags filled in)
+        at `now`, fenced by its version; None when its name has no plan."""
+        plan = self.plans.get(leased.name)
+        if plan is None or leased.lease_owner is None:
+            return None
+        machine = StateMachine(
+            leased.evolve(
+                max_attempts=max(plan.max_attempts, leased.attempt + 1),
+                description=plan.description,
+            )
+        )
+        transition = machine.mark_starting(executor=self.executor, actor=leased.lease_owner, at=now)
+        return SnapshotWrite(machine.snapshot, leased.status_version, (transition,))
+
+    @staticmethod
+    def transition_of(started: TaskSnapshot) -> Transition:
+        """The transition a claim's start wrote for `started` (the snapshot it returned)."""
+        at = started.updated_at
+        if started.status is not TaskStatus.STARTING or started.lease_owner is None or at is None:
+            raise ConfigurationError(
+                f"task {started.task_id!r} is {started.status.value} at version "
+                f"{started.status_version}: it was not started by a claim"
+            )
+        return Transition(
+            task_id=started.task_id,
+            from_status=TaskStatus.QUEUED,
+            to_status=TaskStatus.STARTING,
+            trigger=ClaimStart.TRIGGER,
+            actor=started.lease_owner,
+            reason=None,
+            status_version=started.status_version,
+            at=at,
+        )
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class ClaimRequest:
     """What one worker asks of `TaskStore.claim_tasks`: which tasks, and how many.
@@ -100,8 +204,9 @@ class ClaimRequest:
         fleet_limits: store-wide limits per tag: the durable tasks holding ``t`` that hold
             a fleet slot (`holds_fleet_slot`) never exceed ``fleet_limits[t]``.
         start: when given, the claim also starts what it takes, in the same transaction:
-            called with each chosen task as claimed (leased to ``owner``, its tags
-            filled in), it returns the write that starts it (the ``starting`` snapshot
+            a `ClaimStart` (the start as data, which a store may apply in SQL), or a
+            callable given each chosen task as claimed (leased to ``owner``, its tags
+            filled in) that returns the write that starts it (the ``starting`` snapshot
             at the next version, still leased, with its transition, fenced by the
             claimed version), or None to leave that task unclaimed. The claim then
             returns the started snapshots (`claim_writes`). A worker's body can begin as
@@ -118,12 +223,16 @@ class ClaimRequest:
     bucket_room: int | None = None
     fleet_limits: Mapping[str, int] = field(default_factory=dict)
     default_tags: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    start: Callable[[TaskSnapshot], SnapshotWrite | None] | None = None
+    start: ClaimStart | Callable[[TaskSnapshot], SnapshotWrite | None] | None = None
 
     def __post_init__(self) -> None:
         _text(self.owner, "owner")
-        if self.start is not None and not callable(self.start):
-            raise ConfigurationError(f"start must be a callable or None, got {self.start!r}")
+        if self.start is not None and not (
+            isinstance(self.start, ClaimStart) or callable(self.start)
+        ):
+            raise ConfigurationError(
+                f"start must be a ClaimStart, a callable or None, got {self.start!r}"
+            )
         given: object = self.names
         if isinstance(given, str) or not isinstance(given, Iterable):
             raise ConfigurationError(f"names must be a set of task names, got {given!r}")
@@ -277,7 +386,8 @@ def claim_writes(chosen: Iterable[TaskSnapshot], request: ClaimRequest) -> list[
         if request.start is None:
             writes.append(SnapshotWrite(leased, found.status_version))
             continue
-        write = request.start(leased)
+        start = request.start
+        write = start.write(leased, request.now) if isinstance(start, ClaimStart) else start(leased)
         if write is None:
             continue
         if (

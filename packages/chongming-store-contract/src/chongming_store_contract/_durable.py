@@ -14,9 +14,12 @@ from typing import Any
 
 from chongming_core import (
     ClaimRequest,
+    ClaimStart,
     ConcurrencyConflict,
     ConfigurationError,
+    Failure,
     SnapshotWrite,
+    StartPlan,
     StateMachine,
     TaskQuery,
     TaskSnapshot,
@@ -223,6 +226,67 @@ class DurableWorkContract(ContractBase):
         )
         expect_equal(self.claim_ids("w2"), ["b"], "the declined task is claimable")
         expect_equal(self.claim_ids("w3", start=self.starter()), [], "started tasks, again")
+
+    def test_a_claim_start_writes_what_claim_start_write_makes(self) -> None:
+        """A `ClaimStart` is applied as `ClaimStart.write` makes it, however the store
+        writes it (PostgreSQL in SQL): the next attempt, the plan's retry budget (at least
+        that attempt) and description, the name's default tags for a task stored with
+        none, the executor, the attempt's fields cleared, the lease, and one transition;
+        a task of a name without a plan is neither leased nor started."""
+        if not self.durable():
+            return
+        first = self.enqueue("c")
+        (leased,) = self.store.claim_tasks(self.request("w0", limit=1))
+        expect_equal(leased.task_id, "c", "the task to run and fail first")
+        failed = self.move(
+            leased,
+            _start,
+            _run,
+            lambda m: m.mark_failed(failure=Failure.from_exception(ValueError("x"))),
+            lambda m: m.retry(actor="web", reason="again"),
+        ).snapshot
+        expect_equal((failed.status, failed.attempt), (_S.QUEUED, 1), "a task queued again")
+        self.enqueue("a", tags=frozenset({"io"}), priority=2)
+        self.enqueue("b", priority=1)
+        self.enqueue("d", name="other")
+        start = ClaimStart(executor="process", plans={"job": StartPlan(3, "载入 rows")})
+        request = self.request(
+            "w1",
+            names=frozenset({"job", "other"}),
+            start=start,
+            default_tags={"job": frozenset({"gpu", "b-tag"})},
+        )
+        found = {  # as claimed: leased, and the default tags for a task stored without any
+            s.task_id: s.evolve(
+                lease_owner="w1",
+                lease_until=request.lease_until,
+                tags=s.tags or frozenset({"gpu", "b-tag"}),
+            )
+            for s in (present(self.store.get(i), i) for i in ("a", "b", "c"))
+        }
+        claimed = self.store.claim_tasks(request)
+        expect_equal([s.task_id for s in claimed], ["a", "b", "c"], "tasks claimed and started")
+        for got in claimed:
+            write = present(start.write(found[got.task_id], request.now), got.task_id)
+            expect_same_snapshot(got, write.snapshot, f"the started snapshot of {got.task_id}")
+            stored = present(self.store.get(got.task_id), got.task_id)
+            expect_same_snapshot(stored, write.snapshot, f"the stored start of {got.task_id}")
+            history = self.store.history(got.task_id)
+            expect_equal(history[-1], write.transitions[0], "the start's transition")
+            expect_equal(history[-1], ClaimStart.transition_of(got), "transition_of")
+        c = claimed[2]
+        expect_equal(
+            (c.attempt, c.max_attempts, c.failure, c.finished_at, c.executor, c.description),
+            (2, 3, None, None, "process", "载入 rows"),
+            "a task started for its second attempt",
+        )
+        expect_equal(first.attempt, 0, "the first enqueue had no attempt")
+        untouched = present(self.store.get("d"), "d")
+        expect_equal(
+            (untouched.status, untouched.lease_owner, untouched.status_version),
+            (_S.QUEUED, None, 1),
+            "a task of a name without a plan",
+        )
 
     def test_a_claim_whose_start_fails_claims_nothing(self) -> None:
         if not self.durable():

@@ -14,8 +14,9 @@ A claim is one transaction:
    the writes it returns, as one group-commit statement fenced by the same versions:
    the claim then commits each task's ``starting`` with its lease (D165).
 
-With nothing to count but the limit and nothing to start, the claim is one statement
-(`CLAIM_NOW`) in autocommit: it chooses and leases in one round trip.
+With nothing to count but the limit, the claim is one statement in autocommit: it chooses
+and leases (`CLAIM_NOW`), or with a `ClaimStart` chooses and starts (`CLAIM_START_NOW`:
+the start written in SQL as `ClaimStart.write` makes it), in one round trip (D189).
 
 Claims run on connections of their own that plan without sorting (``enable_sort=off``,
 `PostgresTaskStore._claims`): the only plan left for ``ORDER BY priority DESC, seq`` is
@@ -31,10 +32,17 @@ claim: 0.9 ms a one-row claim became 1.5 ms.)
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from chongming_core import ClaimRequest, ConfigurationError, TaskSnapshot, WorkerRecord
+from chongming_core import (
+    ClaimRequest,
+    ClaimStart,
+    ConfigurationError,
+    TaskSnapshot,
+    WorkerRecord,
+)
 from chongming_core.backend import (
     FLEET_STATUSES,
     UnreadableRow,
@@ -79,8 +87,11 @@ def claim(
     """Choose and lease (or start) the tasks `request` claims, in one transaction of
     `conn`; `stored_outcome` is the store's (a start is written as any save)."""
     counted = request.tag_room or request.fleet_limits or request.bucket_room is not None
-    if not retrying and not counted and not request.default_tags and request.start is None:
-        return _claim_now(conn, q, request)
+    if not retrying and not counted:
+        if isinstance(request.start, ClaimStart):
+            return _claim_start_now(conn, q, request, request.start)
+        if not request.default_tags and request.start is None:
+            return _claim_now(conn, q, request)
     with conn.transaction():
         handed: list[TaskSnapshot] = []
         if retrying:
@@ -154,12 +165,59 @@ def _claim_now(conn: Conn, q: Statements, request: ClaimRequest) -> list[TaskSna
         "owner": request.owner,
         "until": request.lease_until,
     }
+    return _claimed_rows(conn, q.claim_now, params)
+
+
+def _claim_start_now(
+    conn: Conn, q: Statements, request: ClaimRequest, start: ClaimStart
+) -> list[TaskSnapshot]:
+    """A claim that starts what it takes, with nothing to count but the limit: one statement
+    (`CLAIM_START_NOW`) in autocommit, the start written in SQL as `ClaimStart.write`
+    writes it. A row that cannot be read is started all the same and left out: it is
+    `starting` under a lease nobody renews, and `reconcile()` marks it lost once the lease
+    runs out (the claim cannot be undone without running it again)."""
+    names = sorted(name for name in request.names if name in start.plans)
+    if not names or any("\x00" in name for name in names):
+        return []  # no stored name can hold one
+    check_text(start.executor, "a claim's executor")
+    plans = []
+    for name in names:
+        plan = start.plans[name]
+        check_text(plan.description, f"the description of {name!r}")
+        tags = sorted(request.default_tags.get(name, ()))
+        for tag in tags:
+            check_text(tag, f"a tag of {name!r}")
+        plans.append(
+            {
+                "name": name,
+                "max_attempts": plan.max_attempts,
+                "description": plan.description,
+                "tags": tags,
+            }
+        )
+    params = {
+        "plans": json.dumps(plans, ensure_ascii=False),
+        "names": TextArray(names),
+        "buckets": None if request.buckets is None else IntArray(sorted(request.buckets)),
+        "now": request.now,
+        "limit": request.limit,
+        "owner": request.owner,
+        "until": request.lease_until,
+        "executor": start.executor,
+        "trigger": ClaimStart.TRIGGER,
+    }
+    return _claimed_rows(conn, q.claim_start_now, params)
+
+
+def _claimed_rows(conn: Conn, statement: bytes, params: dict[str, Any]) -> list[TaskSnapshot]:
+    """Run a one-statement claim and read the tasks it returns (``TASK_COLUMNS`` and
+    ``seq``), in claim order. Rows are read leniently: fetching again would run the claim
+    again and take other tasks; a row that cannot be read is left out."""
     with conn.cursor() as cursor:
         lenient_loaders(cursor)
-        found_rows = cursor.execute(q.claim_now, params).fetchall()
-    rows = sorted(found_rows, key=lambda row: (-row[9], row[-1]))
+        found_rows = cursor.execute(statement, params).fetchall()
     claimed = []
-    for row in rows:
+    for row in sorted(found_rows, key=lambda row: (-row[9], row[-1])):  # priority, seq
         found = snapshot_from_row(row[:-1])
         if isinstance(found, TaskSnapshot):
             claimed.append(found)

@@ -306,11 +306,8 @@ ORDER BY priority DESC, seq
 LIMIT %(page)s
 FOR UPDATE SKIP LOCKED"""
 
-#: A claim with no room per tag or bucket to count, in one statement (one round trip in
-#: autocommit): the first `limit` candidates in claim order, locked skipping the locked
-#: ones, leased, and returned as they are now.
-CLAIM_NOW: Final = """
-WITH c AS (
+#: The ids a one-statement claim takes, in claim order, locked (skipping locked rows).
+_CLAIMABLE: Final = """
     SELECT task_id FROM {tasks}
     WHERE durable AND status = 'queued'
       AND name = ANY(%(names)s::text[])
@@ -320,10 +317,67 @@ WITH c AS (
     ORDER BY priority DESC, seq
     LIMIT %(limit)s
     FOR UPDATE SKIP LOCKED
-)
+"""
+
+#: A claim with no room per tag or bucket to count, in one statement (one round trip in
+#: autocommit): the first `limit` candidates in claim order, locked skipping the locked
+#: ones, leased, and returned as they are now.
+CLAIM_NOW: Final = (
+    """
+WITH c AS ("""
+    + _CLAIMABLE
+    + """)
 UPDATE {tasks} AS k SET lease_owner = %(owner)s, lease_until = %(until)s
 FROM c WHERE k.task_id = c.task_id
 RETURNING {claimed_task_columns}, k.seq"""
+)
+
+#: A claim that starts what it takes (`ClaimStart`) with nothing to count but the limit:
+#: one statement in autocommit, one round trip. It chooses as `CLAIM_NOW` and writes each
+#: task's start as `ClaimStart.write` does (the core's rule; the store contract compares
+#: the two): ``starting`` at the next version, the next attempt, the plan's retry budget
+#: (at least that attempt) and description, the name's default tags for a task stored
+#: without any, the executor, the attempt's fields cleared, the lease; and appends the
+#: transition ``queued -> starting``. A task of a name without a plan is not chosen.
+CLAIM_START_NOW: Final = (
+    """
+WITH p AS (
+    SELECT * FROM json_to_recordset(%(plans)s::json)
+        AS p(name text, max_attempts bigint, description text, tags text[])
+), c AS ("""
+    + _CLAIMABLE
+    + """), started AS (
+    UPDATE {tasks} AS k SET
+        status = 'starting',
+        status_version = k.status_version + 1,
+        attempt = k.attempt + 1,
+        max_attempts = GREATEST(p.max_attempts, k.attempt + 1),
+        description = p.description,
+        tags = CASE WHEN cardinality(k.tags) = 0 THEN COALESCE(p.tags, '{{}}') ELSE k.tags END,
+        updated_at = %(now)s,
+        started_at = %(now)s,
+        finished_at = NULL,
+        failure = NULL,
+        outcome = NULL,
+        retry_at = NULL,
+        pid = NULL,
+        executor = %(executor)s,
+        progress = NULL,
+        paused_in_place = false,
+        paused_seconds = 0,
+        lease_owner = %(owner)s,
+        lease_until = %(until)s
+    FROM c, p
+    WHERE k.task_id = c.task_id AND p.name = k.name
+    RETURNING {claimed_task_columns}, k.seq
+), appended AS ("""
+    + _TRANSITION_INSERT
+    + """
+    SELECT task_id, status_version, 'queued', 'starting', %(trigger)s, %(owner)s, NULL, %(now)s
+    FROM started
+)
+SELECT * FROM started"""
+)
 
 #: Lease the chosen tasks, each fenced by the version it was chosen at.
 LEASE_TASKS: Final = """
@@ -551,6 +605,7 @@ class Statements:
         self.fleet_active = self.render(FLEET_ACTIVE)
         self.claim_candidates = self.render(CLAIM_CANDIDATES)
         self.claim_now = self.render(CLAIM_NOW)
+        self.claim_start_now = self.render(CLAIM_START_NOW)
         self.lease_tasks = self.render(LEASE_TASKS)
         self.set_tags = self.render(SET_TAGS)
         self.release_task = self.render(RELEASE_TASK)

@@ -36,12 +36,12 @@ from typing import Any
 from chongming_core import (
     SYSTEM_CLOCK,
     BucketPolicy,
+    ClaimStart,
     Clock,
     ConcurrencyPolicy,
     ConfigurationError,
     InMemoryTaskStore,
     RetryPolicy,
-    SnapshotWrite,
     StateMachine,
     TaskQuery,
     TaskSnapshot,
@@ -284,8 +284,6 @@ class Controller:
         self._fleet_limits = fleet_limits_of(fleet_limits)
         self._poll_interval = poll_interval
         self._server: WorkServer | None = None
-        #: the starts prepared for the claim under way, by task id (the serving thread)
-        self._starting_claims: dict[str, tuple[RegisteredTask, dict[str, Any], StateMachine]] = {}
         #: tasks whose `starting` the claim wrote, until the run tells it (`on_transition`)
         self._claim_started: set[str] = set()
         if serve:
@@ -519,8 +517,7 @@ class Controller:
                 buckets=self._ownership.query_buckets(),
                 room=self._scheduler.claim_room,
                 take=self._take_claimed,
-                start=self._start_claimed,
-                forget_starts=self._starting_claims.clear,
+                start=self._claim_start,
                 fleet_limits=self._fleet_limits,
                 capacity={
                     "max_parallel": self.concurrency.max_parallel,
@@ -552,7 +549,8 @@ class Controller:
     def _claimed_machine(
         self, snapshot: TaskSnapshot
     ) -> tuple[RegisteredTask, dict[str, Any], StateMachine]:
-        """The registration, options and state machine of a durable task claimed here."""
+        """The registration, options and state machine of a durable task claimed here,
+        leased (``queued``) by a store that does not start what it claims."""
         registered = self._registry.get(snapshot.name)
         options = self._options.for_claimed(registered, snapshot)
         # its trajectory so far stays in the store: `history()` reads it there (D149)
@@ -566,53 +564,42 @@ class Controller:
         )
         return registered, options, machine
 
-    def _start_claimed(self, snapshot: TaskSnapshot) -> SnapshotWrite | None:
-        """The write that starts a durable task as the store claims it for this controller
-        (`ClaimRequest.start`, D165): its ``starting`` goes in with the claim, in one
-        commit, and its body begins as soon as the claim returns. None (left unclaimed)
-        when it cannot be started here; what stopped it is noted."""
-        try:
-            registered, options, machine = self._claimed_machine(snapshot)
-            transition = machine.mark_starting(executor=options["executor"].name, actor=self.owner)
-        except Exception as exc:  # e.g. its attempts are spent: it stays for reconcile()
-            self._writer.note(
-                "claim_tasks",
-                f"a claimable task cannot be started here, so it was left unclaimed: "
-                f"{type(exc).__name__}: {exc}",
-                (snapshot.task_id,),
-            )
-            return None
-        self._starting_claims[snapshot.task_id] = (registered, options, machine)
-        return SnapshotWrite(machine.snapshot, snapshot.status_version, (transition,))
+    def _claim_start(self) -> ClaimStart:
+        """How a claim starts the tasks it takes for this controller (D165, D189): per
+        registered name its retry budget and description, and this controller's
+        executor. The store writes each task's ``starting`` with its lease, in the claim,
+        so its body begins as soon as the claim returns."""
+        return ClaimStart(executor=self._options.executor.name, plans=self._registry.start_plans())
 
     def _take_claimed(self, snapshot: TaskSnapshot) -> None:
         """Make a durable task this controller claimed a run of its own, and start it: one
-        the claim started (`_start_claimed`) holds its slot and carries its body at once;
+        the claim started (`_claim_start`) holds its slot and carries its body at once;
         one only leased (a store that does not start what it claims) is admitted and moves
         to ``starting`` itself."""
         task_id = snapshot.task_id
-        prepared = self._starting_claims.pop(task_id, None)
-        if prepared is None or not (
-            snapshot.status is _STARTING and snapshot.status_version == prepared[2].version
-        ):
-            if snapshot.status is not _QUEUED:
-                raise ConfigurationError(
-                    f"the claim returned task {task_id!r} {snapshot.status.value} at version "
-                    f"{snapshot.status_version}, not as this controller started it"
-                )
+        if snapshot.status is _QUEUED:
             registered, options, machine = self._claimed_machine(snapshot)
             run = self._make_run(registered.fn, machine, *_arguments(snapshot), options,
                                  claimed=True, replacing=self._finished_run(task_id))  # fmt: skip
             self._writer.adopt(task_id, snapshot.status_version)
             run.start_unless_ended()
             return
-        registered, options, machine = prepared
+        if snapshot.status is not _STARTING or snapshot.lease_owner != self.owner:
+            raise ConfigurationError(
+                f"the claim returned task {task_id!r} {snapshot.status.value} at version "
+                f"{snapshot.status_version} leased to {snapshot.lease_owner!r}, not as this "
+                "controller starts it"
+            )
+        registered = self._registry.get(snapshot.name)
+        options = self._options.for_claimed(registered, snapshot)
+        # its trajectory before the start stays in the store: `history()` reads it there
+        machine = StateMachine(snapshot, (ClaimStart.transition_of(snapshot),), clock=self.clock)
         # in this order, before any other thread can reach the run: its next write is a
         # compare-and-set under the claimed start, its `starting` is not written again
         # (`on_transition`), and it holds its slot before a stop could account for it
         self._writer.adopt(task_id, snapshot.status_version)
         self._claim_started.add(task_id)
-        self._scheduler.hold(task_id, machine.snapshot.tags, machine.snapshot.bucket)
+        self._scheduler.hold(task_id, snapshot.tags, snapshot.bucket)
         try:
             run = self._make_run(registered.fn, machine, *_arguments(snapshot), options,
                                  claimed=True, claim_started=True,

@@ -17,6 +17,7 @@ from typing import Any
 from chongming_core import (
     ConfigurationError,
     RetryPolicy,
+    StartPlan,
     TaskSpec,
     Timeout,
     get_task_spec,
@@ -134,6 +135,17 @@ class TaskRegistry:
                 "functions with @task, or register them one by one"
             )
         return [self.register_task(fn) for fn in found]
+
+    def start_plans(self) -> dict[str, StartPlan]:
+        """Per registered name, how a claim starts its tasks here: the registered retry
+        budget (one attempt without a policy) and description (`ClaimStart`)."""
+        return {
+            name: StartPlan(
+                max_attempts=1 if task.retry is None else task.retry.max_attempts,
+                description=task.description,
+            )
+            for name, task in self._tasks.items()
+        }
 
     def tags_by_name(self) -> dict[str, frozenset[str]]:
         """The registered tags of each name that has some."""

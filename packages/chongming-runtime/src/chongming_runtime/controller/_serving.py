@@ -8,20 +8,22 @@ One background thread, ``chongming-serve``, loops:
    buckets it owns and its room, with the store-wide `fleet_limits`; the store decides
    who wins (a write fenced by the task's version that makes this controller the lease
    holder), so no task is ever run by two workers. The request's ``start`` (the
-   controller's) makes each task's ``starting`` as the claim takes it, and the store
-   writes it with the lease, in the claim's transaction (D165);
+   controller's `ClaimStart`) says how each task is started as the claim takes it, and
+   the store writes its ``starting`` with the lease, in the claim's transaction (D165,
+   D189);
 3. take: each claimed task becomes a `TaskRun` of this controller (its registration
    gives the body, retry policy and timeouts; the store gives the arguments and the
    trajectory so far), holding its slot, and its body is carried at once: its start is
    durable already. From then on it is a task held here: leases, stop, pause, retries.
    (A store that only leases what it claims returns it ``queued``: the run is then
    admitted like a submission and writes its ``starting`` under the claimed version);
-4. wait: when work flowed and room is left, claim again at once (but with fewer than
-   half the slots free, not before `CLAIM_COOLDOWN` after the last claim that found
-   work, so slots freed one by one are claimed together); with no room, until a slot
-   frees; with nothing to claim, `TaskStore.wait_for_work` (a notification on
-   PostgreSQL, a look at the file's data version at every poll interval on SQLite; a
-   full claim only after a change, or once a second for tasks due later).
+4. wait: when a claim took all it asked for and room is left, claim again at once (but
+   with fewer than half the slots free, not before `CLAIM_COOLDOWN` after the last claim
+   that found work, so slots freed one by one are claimed together); with no room, until
+   a slot frees; when a claim took less than it asked for (nothing more was claimable),
+   `TaskStore.wait_for_work` (a notification on PostgreSQL, a look at the file's data
+   version at every poll interval on SQLite; a full claim only after a change, or once
+   a second for tasks due later).
 
 The worker's own row (owner, host, pid, buckets, names, capacity, started, last seen)
 is written when serving starts and renewed with the lease; when serving stops its
@@ -42,8 +44,8 @@ from datetime import datetime, timedelta
 
 from chongming_core import (
     ClaimRequest,
+    ClaimStart,
     Clock,
-    SnapshotWrite,
     TaskSnapshot,
     TaskStatus,
     TaskStore,
@@ -84,11 +86,10 @@ class WorkServer:
         buckets: the owned buckets (None: every bucket).
         room: the room for new work now.
         take: makes a claimed task a run of this controller; raises when it cannot.
-        start: the write that starts a task as the claim takes it (`ClaimRequest.start`:
-            the claim writes its ``starting``, so its body begins once the claim returns),
-            or None to have the claim lease only.
-        forget_starts: drops what `start` prepared for tasks the claim did not return
-            (called after every claim).
+        start: how the claim starts what it takes (`ClaimStart`, asked at every claim:
+            names registered later are started too; the claim writes each task's
+            ``starting``, so its body begins once the claim returns), or None to have
+            the claim lease only.
         fleet_limits: store-wide units per tag.
         capacity: what the worker row says of its room (JSON).
         interval: the longest wait between two claims while idle.
@@ -107,8 +108,7 @@ class WorkServer:
         buckets: frozenset[int] | None,
         room: Room,
         take: Callable[[TaskSnapshot], None],
-        start: Callable[[TaskSnapshot], SnapshotWrite | None] | None = None,
-        forget_starts: Callable[[], None] = lambda: None,
+        start: Callable[[], ClaimStart] | None = None,
         fleet_limits: Mapping[str, int],
         capacity: Mapping[str, object],
         interval: float,
@@ -124,7 +124,6 @@ class WorkServer:
         self._room = room
         self._take = take
         self._start = start
-        self._forget_starts = forget_starts
         self._fleet = dict(fleet_limits)
         self._capacity = dict(capacity)
         self._interval = interval
@@ -227,17 +226,17 @@ class WorkServer:
             tag_room=tag_room,
             fleet_limits=self._fleet,
             default_tags=self._default_tags(),
-            start=self._start,
+            start=None if self._start is None else self._start(),
         )
-        try:
-            claimed = self._store.claim_tasks(request)
-            self._claimed_at = time.monotonic() if claimed else None
-            for snapshot in claimed:
-                self._take_one(snapshot)
-        finally:
-            self._forget_starts()
+        claimed = self._store.claim_tasks(request)
+        self._claimed_at = time.monotonic() if claimed else None
+        for snapshot in claimed:
+            self._take_one(snapshot)
         self.claimed += len(claimed)
-        if not claimed:  # when work flows, the next claim is made at once, as room allows
+        if len(claimed) < request.limit:
+            # nothing more was claimable (a claim takes all it may, up to its limit): wait
+            # for a change rather than claim again at once, which would find nothing and
+            # hold up the bodies just started (D189). A full claim is followed at once.
             self._wait_for_work()
 
     def _wait_for_work(self) -> None:

@@ -45,6 +45,11 @@ class TaskOptions:
         self._ownership = ownership
         self._executor = executor
 
+    @property
+    def executor(self) -> Executor:
+        """The executor of a task submitted without one, and of every claimed task."""
+        return self._executor
+
     def resolve(
         self,
         registered: RegisteredTask,
