@@ -18,8 +18,9 @@ One background thread, ``chongming-serve``, loops:
    (A store that only leases what it claims returns it ``queued``: the run is then
    admitted like a submission and writes its ``starting`` under the claimed version);
 4. wait: when a claim took all it asked for and room is left, claim again at once (but
-   with fewer than half the slots free, not before `CLAIM_COOLDOWN` after the last claim
-   that found work, so slots freed one by one are claimed together); with no room, until
+   with fewer than three quarters of the slots free, not before `CLAIM_COOLDOWN` after
+   the last claim that found work, or until another slot frees, so slots freed one by one
+   are claimed together: fewer, larger claims); with no room, until
    a slot frees; when a claim took less than it asked for (nothing more was claimable),
    `TaskStore.wait_for_work` (a notification on PostgreSQL, a look at the file's data
    version at every poll interval on SQLite; a full claim only after a change, or once
@@ -62,8 +63,8 @@ _log = logging.getLogger("chongming_task.controller")
 FORGET_AFTER = timedelta(days=1)
 
 #: While work flows, a claim follows the last one that found work after at least this
-#: long (seconds), unless half the slots are free: freed slots are claimed together, not
-#: one statement each (Oban's dispatch cooldown is 5 ms by default).
+#: long (seconds), unless three quarters of the slots are free: freed slots are claimed
+#: together, not one statement each (Oban's dispatch cooldown is 5 ms by default).
 CLAIM_COOLDOWN = 0.005
 
 #: Room and units left per limited tag (see `Scheduler.claim_room`).
@@ -136,7 +137,8 @@ class WorkServer:
         self._renewed_at: datetime | None = None
         self._claimed_at: float | None = None  # monotonic time of the last claim that found work
         max_parallel = capacity.get("max_parallel")
-        self._batch = max(1, max_parallel // 2) if isinstance(max_parallel, int) else 1
+        # while work flows, a claim waits for three quarters of the slots (or the cooldown)
+        self._batch = max(1, max_parallel * 3 // 4) if isinstance(max_parallel, int) else 1
         self.claimed = 0  # tasks claimed since serving began (read by tests and `nodes`)
 
     @property
@@ -260,15 +262,17 @@ class WorkServer:
                 return
 
     def _cooling(self) -> bool:
-        """Wait out the rest of `CLAIM_COOLDOWN` after a claim that found work; True if
-        waited (the round is over). Only while work flows: an idle worker claims at once."""
+        """Wait out the rest of `CLAIM_COOLDOWN` after a claim that found work, or until
+        another slot frees; True if waited (the round is over: the next one counts the
+        room again). Only while work flows: an idle worker claims at once."""
         last = self._claimed_at
         if last is None:
             return False
         left = last + CLAIM_COOLDOWN - time.monotonic()
         if left <= 0:
             return False
-        self._stopping.wait(left)
+        self._slot_freed.wait(left)  # `stop` sets it too
+        self._slot_freed.clear()
         return True
 
     def _take_one(self, snapshot: TaskSnapshot) -> None:
