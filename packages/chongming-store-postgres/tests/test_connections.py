@@ -11,6 +11,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -18,7 +19,16 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-from chongming_core import ConcurrencyConflict, SnapshotWrite, StoreError, TaskQuery, TaskStatus
+from chongming_core import (
+    ClaimRequest,
+    ClaimStart,
+    ConcurrencyConflict,
+    SnapshotWrite,
+    StartPlan,
+    StoreError,
+    TaskQuery,
+    TaskStatus,
+)
 from chongming_store_contract import BASE_TIME, build_command, build_task, next_version
 from chongming_store_postgres import PostgresTaskStore
 from chongming_store_postgres import _writes as writes_module
@@ -460,6 +470,38 @@ def test_a_claim_whose_answer_was_lost_returns_what_it_leased(
     assert [c.command_id for c in got] == ["c0", "c1"]
     rest = store.claim_commands("n1", now=BASE_TIME, lease_seconds=30)
     assert [c.command_id for c in rest] == ["c2"]
+
+
+def test_a_claim_that_starts_whose_answer_was_lost_returns_what_it_started(
+    store: PostgresTaskStore,
+    lose_statement_answer: list[bytes],
+    fill_queued: Callable[..., object],
+) -> None:
+    """The one statement that claims and starts committed, then its answer was lost: the
+    claim made again hands over the tasks it started, and starts no others."""
+    fill_queued(3)
+    lose_statement_answer.append(store._q.claim_start_now)
+    now = datetime.now(UTC)
+    request = ClaimRequest(
+        owner="w1",
+        names=frozenset({"job"}),
+        buckets=None,
+        limit=2,
+        now=now,
+        lease_until=now + timedelta(seconds=30),
+        start=ClaimStart(executor="thread", plans={"job": StartPlan(2)}),
+    )
+    got = store.claim_tasks(request)
+    assert lose_statement_answer == []
+    assert [(s.task_id, s.status, s.attempt) for s in got] == [
+        ("t00000", TaskStatus.STARTING, 1),
+        ("t00001", TaskStatus.STARTING, 1),
+    ]
+    for s in got:
+        assert [t.to_status for t in store.history(s.task_id)][-1] is TaskStatus.STARTING
+    third = store.get("t00002")
+    assert third is not None
+    assert (third.status, third.lease_owner) == (TaskStatus.QUEUED, None)
 
 
 def test_a_completion_or_release_whose_answer_was_lost_reports_true(
