@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
 import pytest
 from psycopg import sql
 
-from chongming_core import SnapshotWrite, TaskStatus
+from chongming_core import ClaimRequest, ClaimStart, SnapshotWrite, StartPlan, TaskStatus
 from chongming_store_contract import build_task
 from chongming_store_postgres import PostgresTaskStore
 
@@ -79,3 +80,23 @@ def fill_queued(store: PostgresTaskStore) -> Callable[..., list[SnapshotWrite]]:
         return writes
 
     return fill
+
+
+@pytest.fixture
+def job_claim() -> Callable[..., ClaimRequest]:
+    """``job_claim(owner, limit, starts=False)``: a claim of ``job`` tasks in any bucket,
+    now, with a 30 s lease; with `starts`, it starts them (`ClaimStart`, two attempts)."""
+
+    def make(owner: str, limit: int, starts: bool = False) -> ClaimRequest:
+        now = datetime.now(UTC)
+        return ClaimRequest(
+            owner=owner,
+            names=frozenset({"job"}),
+            buckets=None,
+            limit=limit,
+            now=now,
+            lease_until=now + timedelta(seconds=30),
+            start=ClaimStart(executor="thread", plans={"job": StartPlan(2)}) if starts else None,
+        )
+
+    return make

@@ -10,7 +10,7 @@ import psycopg
 import pytest
 from psycopg import sql
 
-from chongming_core import ClaimRequest, ClaimStart, StartPlan, TaskStatus
+from chongming_core import ClaimRequest, ClaimStart
 from chongming_store_postgres import PostgresTaskStore
 from chongming_store_postgres._queries import Statements
 
@@ -64,11 +64,9 @@ def test_a_claim_reads_the_claim_index_in_order_whatever_the_statistics_say(
     assert "Sort" not in plan, plan
 
 
-def test_a_claim_meeting_an_unreadable_row_is_not_run_again(
-    store: PostgresTaskStore, admin: Admin, schema: str, fill_queued: Callable[..., object]
-) -> None:
-    # the first row's arguments nest deeper than Python's JSON parser recurses
-    fill_queued(3)
+def _spoil_first_row(admin: Admin, schema: str) -> None:
+    """Make the first queued row unreadable: its arguments nest deeper than Python's JSON
+    parser recurses."""
     deep = "[" * 5000 + "]" * 5000
     admin.execute(
         sql.SQL("UPDATE {} SET arguments = %s::json WHERE task_id = 't00000'").format(
@@ -76,62 +74,30 @@ def test_a_claim_meeting_an_unreadable_row_is_not_run_again(
         ),
         (deep,),
     )
-    now = datetime.now(UTC)
-    request = ClaimRequest(
-        owner="w",
-        names=frozenset({"job"}),
-        buckets=None,
-        limit=2,
-        now=now,
-        lease_until=now + timedelta(seconds=30),
-    )
-    claimed = store.claim_tasks(request)
-    # the unreadable row is leased and left out (its lease runs out); the claim is not
-    # made a second time, which would lease a third task and strand the second
-    assert [s.task_id for s in claimed] == ["t00001"]
-    owners: dict[str, str | None] = dict(
-        admin.execute(
-            sql.SQL("SELECT task_id, lease_owner FROM {} ORDER BY task_id").format(
-                sql.Identifier(schema, "tasks")
-            )
-        ).fetchall()
-    )
-    assert owners == {"t00000": "w", "t00001": "w", "t00002": None}
 
 
-def test_a_claim_that_starts_an_unreadable_row_leaves_it_out_for_reconcile(
-    store: PostgresTaskStore, admin: Admin, schema: str, fill_queued: Callable[..., object]
+@pytest.mark.parametrize("starts", [False, True], ids=["leases", "starts"])
+def test_a_claim_meeting_an_unreadable_row_takes_it_leaves_it_out_and_is_not_made_again(
+    store: PostgresTaskStore,
+    admin: Admin,
+    schema: str,
+    starts: bool,
+    fill_queued: Callable[..., object],
+    job_claim: Callable[..., ClaimRequest],
 ) -> None:
-    """The one statement that claims and starts cannot be taken back: a row it started but
-    cannot read is left out, `starting` under the claimant's lease (reconcile marks it lost
-    once the lease ends); the claim is not made again, which would start a third task."""
+    """A one-statement claim cannot be taken back: a row it took but cannot read is left
+    out, leased (its lease runs out and it is claimable again) or, by a claim that starts,
+    `starting` under the claimant's lease (reconcile marks it lost once the lease ends).
+    The claim is not made a second time, which would take a third task and strand the
+    second."""
     fill_queued(3)
-    deep = "[" * 5000 + "]" * 5000
-    admin.execute(
-        sql.SQL("UPDATE {} SET arguments = %s::json WHERE task_id = 't00000'").format(
-            sql.Identifier(schema, "tasks")
-        ),
-        (deep,),
-    )
-    now = datetime.now(UTC)
-    request = ClaimRequest(
-        owner="w",
-        names=frozenset({"job"}),
-        buckets=None,
-        limit=2,
-        now=now,
-        lease_until=now + timedelta(seconds=30),
-        start=ClaimStart(executor="thread", plans={"job": StartPlan(1)}),
-    )
-    claimed = store.claim_tasks(request)
-    assert [(s.task_id, s.status) for s in claimed] == [("t00001", TaskStatus.STARTING)]
+    _spoil_first_row(admin, schema)
+    claimed = store.claim_tasks(job_claim("w", 2, starts=starts))
+    taken = "starting" if starts else "queued"
+    assert [(s.task_id, s.status.value) for s in claimed] == [("t00001", taken)]
     rows = admin.execute(
         sql.SQL("SELECT task_id, status, lease_owner FROM {} ORDER BY task_id").format(
             sql.Identifier(schema, "tasks")
         )
     ).fetchall()
-    assert rows == [
-        ("t00000", "starting", "w"),
-        ("t00001", "starting", "w"),
-        ("t00002", "queued", None),
-    ]
+    assert rows == [("t00000", taken, "w"), ("t00001", taken, "w"), ("t00002", "queued", None)]

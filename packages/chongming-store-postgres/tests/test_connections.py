@@ -11,7 +11,6 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import psycopg
@@ -21,10 +20,8 @@ from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from chongming_core import (
     ClaimRequest,
-    ClaimStart,
     ConcurrencyConflict,
     SnapshotWrite,
-    StartPlan,
     StoreError,
     TaskQuery,
     TaskStatus,
@@ -476,22 +473,13 @@ def test_a_claim_that_starts_whose_answer_was_lost_returns_what_it_started(
     store: PostgresTaskStore,
     lose_statement_answer: list[bytes],
     fill_queued: Callable[..., object],
+    job_claim: Callable[..., ClaimRequest],
 ) -> None:
     """The one statement that claims and starts committed, then its answer was lost: the
     claim made again hands over the tasks it started, and starts no others."""
     fill_queued(3)
     lose_statement_answer.append(store._q.claim_start_now)
-    now = datetime.now(UTC)
-    request = ClaimRequest(
-        owner="w1",
-        names=frozenset({"job"}),
-        buckets=None,
-        limit=2,
-        now=now,
-        lease_until=now + timedelta(seconds=30),
-        start=ClaimStart(executor="thread", plans={"job": StartPlan(2)}),
-    )
-    got = store.claim_tasks(request)
+    got = store.claim_tasks(job_claim("w1", 2, starts=True))
     assert lose_statement_answer == []
     assert [(s.task_id, s.status, s.attempt) for s in got] == [
         ("t00000", TaskStatus.STARTING, 1),
