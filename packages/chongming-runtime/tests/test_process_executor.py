@@ -522,3 +522,57 @@ def test_the_kill_after_the_window_ends_what_the_body_started_before_the_child(
     handle = module._ProcessHandle(Child(), kill_after=1.0)  # type: ignore[arg-type]
     handle._kill()
     assert order == ["SIGSTOP 4242", "SIGKILL 5151", "kill child"]
+
+
+_UNGUARDED_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+from runtime_proc_tasks import square
+from chongming_runtime import Controller, ProcessExecutor
+
+controller = Controller(executor=ProcessExecutor())
+with open({made!r}, "a") as made:
+    made.write("a controller\\n")
+controller.register("square", square)
+outcome = controller.wait(controller.submit("square", 3).task_id, timeout=60)
+print(outcome.status.value, outcome.failure.kind.value if outcome.failure else "-")
+controller.close()
+"""
+
+
+def test_a_controller_made_by_the_main_script_in_a_spawned_child_is_refused(
+    tmp_path: Path,
+) -> None:
+    """A script that makes its controller at module level, without the guard: spawn runs
+    that code again in the child, which made (and could serve) a second controller under
+    the parent's owner. The child now refuses it, says why on its stderr, and the attempt
+    fails as a child that exited early; only the parent's controller was made."""
+    made = tmp_path / "made.txt"
+    script = tmp_path / "script.py"
+    script.write_text(_UNGUARDED_SCRIPT.format(tests=str(TESTS), made=str(made)), "utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert done.stdout.split() == ["failed", "nonzero_exit"]
+    assert "put the code that creates and runs the controller under `if __name__ ==" in (
+        done.stderr
+    )
+    assert made.read_text(encoding="utf-8").splitlines() == ["a controller"]
+
+
+def test_a_task_module_imported_by_a_spawned_child_may_make_a_controller(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Only the main script's code is refused while a child imports it: code of any other
+    module (a task module imported in the child) makes a controller as in any process."""
+    import multiprocessing
+    import runpy
+
+    from chongming_runtime import Controller
+
+    monkeypatch.setattr(multiprocessing.current_process(), "_inheriting", True, raising=False)
+    Controller().close()  # this test module is not the re-imported main script
+    script = tmp_path / "script.py"
+    script.write_text("from chongming_runtime import Controller\nController()\n", "utf-8")
+    with pytest.raises(ConfigurationError, match="imports the main module"):
+        runpy.run_path(str(script), run_name="__mp_main__")  # as spawn runs the script

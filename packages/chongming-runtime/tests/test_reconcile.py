@@ -30,8 +30,12 @@ def _put(
     lease_seconds: float | None = -1,
     bucket: int | None = None,
     owner: str = "worker-1",
+    durable: bool = False,
 ) -> TaskSnapshot:
-    machine = StateMachine.create(task_id, "job", clock=clock, bucket=bucket)
+    machine = StateMachine.create(
+        task_id, "job", clock=clock, bucket=bucket, durable=durable,
+        arguments={"args": [], "kwargs": {}} if durable else None,
+    )  # fmt: skip
     for step in path:
         getattr(machine, step)()
     snapshot = machine.snapshot
@@ -59,10 +63,26 @@ def test_expired_running_task_is_lost_with_a_reason_and_a_contiguous_history() -
     assert stored.failure.kind is FailureKind.LOST
     assert stored.failure.retryable
     assert "worker-1" in stored.failure.message
+    assert stored.failure.message.endswith("running it again under a new id")
     history = store.history("r")
     assert [t.status_version for t in history] == [1, 2, 3, 4]
     assert history[-1].from_status is S.RUNNING
     assert history[-1].actor == "worker-2"
+
+
+def test_a_lost_durable_task_is_pointed_to_retry_under_its_own_id() -> None:
+    """Its arguments are in the store, so it is queued again under its id (`retry`), not
+    submitted under a new one."""
+    clock = FakeClock()
+    store = InMemoryTaskStore()
+    _put(store, clock, "d 1", RUNNING, durable=True)
+    reconcile_store(store, actor="worker-2", clock=clock, buckets=None)
+    stored = store.get("d 1")
+    assert stored is not None
+    assert stored.failure is not None
+    assert stored.failure.message.endswith(
+        "check side effects before running it again (chongming-task retry 'd 1')"
+    )
 
 
 def test_live_lease_is_untouched_and_idle_tasks_are_adoptable() -> None:

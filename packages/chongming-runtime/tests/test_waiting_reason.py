@@ -22,15 +22,21 @@ def _worker(
     buckets: tuple[int, ...] | None = None,
     live: bool = True,
     fleet_limits: dict[str, object] | None = None,
+    registered_tags: dict[str, object] | None = None,
 ) -> WorkerRecord:
     until = NOW + timedelta(seconds=30) if live else NOW - timedelta(seconds=1)
+    capacity: dict[str, object] = {}
+    if fleet_limits is not None:
+        capacity["fleet_limits"] = fleet_limits
+    if registered_tags is not None:
+        capacity["registered_tags"] = registered_tags
     return WorkerRecord(
         owner=owner,
         host="h",
         pid=1,
         buckets=buckets,
         names=names,
-        capacity={} if fleet_limits is None else {"fleet_limits": fleet_limits},
+        capacity=capacity,
         started_at=NOW - timedelta(hours=1),
         last_seen=NOW,
         lease_until=until,
@@ -124,6 +130,26 @@ def test_every_slot_of_a_fleet_limit_it_needs_is_held() -> None:
     assert _reason(gpu, [_worker(fleet_limits={"gpu": "2"})], {"gpu": 2}) is None
 
 
+def test_a_task_enqueued_without_tags_is_judged_by_the_tags_its_workers_register() -> None:
+    """A producer that registers nothing enqueues a task with no tags; the worker that
+    claims it gives it the tags its registration has (`claim_tags`), and so does the
+    reason it waits."""
+    untagged = _task()
+    gpu_here = _worker(fleet_limits={"gpu": 1}, registered_tags={"resize": ["gpu"]})
+    assert _reason(untagged, [gpu_here], {"gpu": 1}) == "fleet limit 'gpu' is full (1 of 1 held)"
+    assert _reason(untagged, [gpu_here], {"gpu": 0}) is None
+    # another worker registers the name without tags: it can take the task
+    plain = _worker("w2", fleet_limits={"gpu": 1})
+    assert _reason(untagged, [gpu_here, plain], {"gpu": 1}) is None
+    # a task's own tags win over the registered ones
+    assert _reason(_task(tags=frozenset({"io"})), [gpu_here], {"gpu": 1}) is None
+    # registered tags of another name, or a value that is not a list of text, say nothing
+    other = _worker(fleet_limits={"gpu": 1}, registered_tags={"other": ["gpu"]})
+    assert _reason(untagged, [other], {"gpu": 1}) is None
+    odd = _worker(fleet_limits={"gpu": 1}, registered_tags={"resize": "gpu"})
+    assert _reason(untagged, [odd], {"gpu": 1}) is None
+
+
 def test_workers_held_back_by_different_fleet_limits_are_all_named() -> None:
     both = _task(tags=frozenset({"gpu", "db"}))
     workers = [_worker(fleet_limits={"gpu": 1}), _worker("w2", fleet_limits={"db": 3})]
@@ -165,4 +191,45 @@ def test_a_controller_counts_the_tasks_holding_a_fleet_slot() -> None:
             waiting: "fleet limit 'gpu' is full (2 of 2 held)"
         }
     finally:
+        console.close()
+
+
+def test_a_serving_controller_counts_the_registered_tags_of_untagged_tasks() -> None:
+    """End to end in one store: a worker registers ``render`` with tag ``gpu`` under a
+    fleet limit of one, and its row says so; a console's reason for an untagged task then
+    names the limit once the one slot is held."""
+    store = InMemoryTaskStore()
+    console = Controller(store=store, owner="console", clock=FakeClock(NOW))
+    worker = Controller(store=store, owner="w1", clock=FakeClock(NOW), fleet_limits={"gpu": 1})
+    try:
+        worker.register("render", lambda ctx: None, tags=["gpu"])
+        worker.serve()
+        worker.stop_serving()  # the row stays, expired: make it live again, as if serving
+        (row,) = store.workers()
+        assert row.capacity["registered_tags"] == {"render": ["gpu"]}
+        store.register_worker(
+            WorkerRecord(
+                owner=row.owner, host=row.host, pid=row.pid, buckets=row.buckets,
+                names=row.names, capacity=row.capacity, started_at=row.started_at,
+                last_seen=NOW, lease_until=NOW + timedelta(seconds=30),
+            )
+        )  # fmt: skip
+        waiting = console.enqueue("render")
+        snapshot = store.get(waiting)
+        assert snapshot is not None
+        assert not snapshot.tags
+        assert console.waiting_reasons([snapshot]) == {}  # no slot is held: it can run
+        started = NOW - timedelta(minutes=1)
+        store.create(
+            TaskSnapshot(
+                task_id="h1", name="render", status=TaskStatus.RUNNING, status_version=2,
+                attempt=1, tags=frozenset({"gpu"}), durable=True, created_at=started,
+                updated_at=started, started_at=started,
+            )
+        )  # fmt: skip
+        assert console.waiting_reasons([snapshot]) == {
+            waiting: "fleet limit 'gpu' is full (1 of 1 held)"
+        }
+    finally:
+        worker.close()
         console.close()

@@ -69,6 +69,7 @@ from chongming_runtime.controller._settings import (
     concurrency_of,
     fleet_limits_of,
     policy_of,
+    refuse_while_a_child_imports_main,
     touch_interval_of,
 )
 from chongming_runtime.controller._stats import ControllerStats
@@ -176,6 +177,7 @@ class Controller:
         serve: bool = False,
         fleet_limits: Mapping[str, int] | None = None,
     ) -> None:
+        refuse_while_a_child_imports_main()
         check_store(store)
         concurrency = concurrency_of(concurrency, max_parallel)
         check_bucket_limit(max_parallel_per_bucket)

@@ -24,6 +24,7 @@ task is reconciled as usual.
 from __future__ import annotations
 
 import dataclasses
+import shlex
 from collections.abc import Collection
 from dataclasses import dataclass
 from datetime import datetime
@@ -87,11 +88,17 @@ def lease_expired(snapshot: TaskSnapshot, now: datetime) -> bool:
 def _lost_failure(snapshot: TaskSnapshot) -> Failure:
     owner = snapshot.lease_owner or "no supervisor"
     until = snapshot.lease_until.isoformat() if snapshot.lease_until else "never leased"
+    # a durable task keeps its arguments in the store: it can be queued again under its id
+    again = (
+        f"(chongming-task retry {shlex.quote(snapshot.task_id)})"
+        if snapshot.durable
+        else "under a new id"
+    )
     return Failure.of(
         FailureKind.LOST,
         f"the supervisor {owner!r} stopped renewing its lease (expired: {until}) while the task "
         f"was {snapshot.status.value}; its process is gone and the outcome is unknown — check "
-        "side effects before running it again under a new id",
+        f"side effects before running it again {again}",
     )
 
 

@@ -332,13 +332,23 @@ class WorkServer:
                 pid=os.getpid(),
                 buckets=None if self._buckets is None else tuple(sorted(self._buckets)),
                 names=tuple(self._names()),
-                capacity=self._capacity,
+                capacity=self._row_capacity(),
                 started_at=started,
                 last_seen=now,
                 lease_until=now + self._ttl,
             )
         )
         self._renewed_at = now
+
+    def _row_capacity(self) -> dict[str, object]:
+        """What the row says of this worker's room, and the tags each name is registered
+        with here (``registered_tags``): a task enqueued without tags holds them when this
+        worker claims it, and `waiting_reason` reads them to explain a full fleet limit."""
+        tags = self._default_tags()
+        if not tags:
+            return self._capacity
+        registered = {name: sorted(held) for name, held in sorted(tags.items())}
+        return {**self._capacity, "registered_tags": registered}
 
     def _renew_row(self) -> None:
         """Rewrite the row (names may have been registered since) a third of a lease

@@ -3,6 +3,8 @@ agree; each names the offending value and what to pass instead."""
 
 from __future__ import annotations
 
+import multiprocessing
+import sys
 from collections.abc import Mapping
 
 from chongming_core import BucketPolicy, ConcurrencyPolicy, ConfigurationError, TaskStore
@@ -17,8 +19,32 @@ __all__ = [
     "check_store",
     "concurrency_of",
     "policy_of",
+    "refuse_while_a_child_imports_main",
     "touch_interval_of",
 ]
+
+
+def refuse_while_a_child_imports_main() -> None:
+    """Refuse to make a controller while a spawned child process is importing the parent's
+    main module (`ProcessExecutor` starts children with ``spawn``, which re-imports the
+    script): a script that makes and serves its controller at module level would do so
+    again in every child, which then claims and holds tasks under the parent's owner, and
+    never runs the attempt it was started for. ``multiprocessing`` itself refuses to start
+    a process in that phase. Only the main module's own code is refused (a task module
+    imported by the child may make a controller at import, as in any process)."""
+    if not getattr(multiprocessing.current_process(), "_inheriting", False):
+        return
+    frame = sys._getframe(1)
+    while frame.f_globals.get("__name__") != "__mp_main__":  # spawn's name for the script
+        if frame.f_back is None:
+            return
+        frame = frame.f_back
+    raise ConfigurationError(
+        "a Controller is being created while a child process of the process executor "
+        "imports the main module (spawn runs the script's module-level code again): put "
+        "the code that creates and runs the controller under "
+        '`if __name__ == "__main__":`'
+    )
 
 
 def check_store(store: object) -> None:

@@ -27,6 +27,7 @@ __all__ = [
     "fleet_limits_of_row",
     "fleet_slots_held",
     "needs_workers",
+    "registered_tags_of_row",
     "waiting_reason",
     "waiting_reasons",
 ]
@@ -101,13 +102,14 @@ def _fleet_full(
     snapshot: TaskSnapshot, able: Sequence[WorkerRecord], held: Mapping[str, int]
 ) -> str | None:
     """``fleet limit 't' is full (n of m held)`` when every worker able to claim `snapshot`
-    finds a fleet limit of one of its tags used up; None when one of them has room."""
+    finds a fleet limit of one of the tags it would hold there used up (its own, or for a
+    task enqueued without tags the worker's registered ones); None when one has room."""
     full: dict[str, int] = {}  # tag -> the largest of its limits that holds a worker back
     for worker in sorted(able, key=lambda w: w.owner):
         limits = fleet_limits_of_row(worker)
         blocking = sorted(
             (tag, limits[tag])
-            for tag in snapshot.tags
+            for tag in tags_held_at(snapshot, worker)
             if tag in limits and tag in held and held[tag] >= limits[tag]
         )
         if not blocking:
@@ -121,6 +123,25 @@ def _fleet_full(
     if len(parts) == 1:
         return "fleet limit " + parts[0].replace(" (", " is full (", 1)
     return "fleet limits are full: " + ", ".join(parts)
+
+
+def registered_tags_of_row(worker: WorkerRecord) -> dict[str, frozenset[str]]:
+    """Per task name, the tags a worker row says the name is registered with there (its
+    ``capacity``'s ``registered_tags``): a task enqueued without tags holds these when
+    that worker claims it. A value that is not a list of strings is left out."""
+    declared = worker.capacity.get("registered_tags")
+    if not isinstance(declared, Mapping):
+        return {}
+    return {
+        str(name): frozenset(tags)
+        for name, tags in declared.items()
+        if isinstance(tags, list) and all(isinstance(tag, str) for tag in tags)
+    }
+
+
+def tags_held_at(snapshot: TaskSnapshot, worker: WorkerRecord) -> frozenset[str]:
+    """The tags `snapshot` would hold if `worker` claimed it (`claim_tags`)."""
+    return snapshot.tags or registered_tags_of_row(worker).get(snapshot.name, frozenset())
 
 
 def fleet_limits_of_row(worker: WorkerRecord) -> dict[str, int]:
@@ -144,10 +165,13 @@ def fleet_held_for(
 ) -> dict[str, int] | None:
     """The `waiting_reason` ``fleet_held`` of `snapshots`: counted only for the tags that a
     task among them waiting for a claim holds and a live worker limits (None: none)."""
-    limited = {tag for w in workers if w.is_live(now) for tag in fleet_limits_of_row(w)}
+    live = [w for w in workers if w.is_live(now)]
+    limited = {tag for w in live for tag in fleet_limits_of_row(w)}
     if not limited:
         return None
-    needed = {tag for s in snapshots if needs_workers(s, now) for tag in s.tags} & limited
+    needed = {
+        tag for s in snapshots if needs_workers(s, now) for w in live for tag in tags_held_at(s, w)
+    } & limited
     return fleet_slots_held(store, needed, now) if needed else None
 
 
