@@ -674,12 +674,13 @@ class Controller:
         self, fn: Callable[..., Any], options: Mapping[str, Any], *, claimed: bool
     ) -> RunSetup:
         """The setup of a run of `fn` with `options`: one per distinct body, executor, retry
-        policy, timeout and windows, shared by every run made so (a claimed task's has a
-        launch gate of its own, so it gets its own setup)."""
+        policy, timeout and windows, shared by every run made so (a claimed task's setup has
+        a launch gate of its own, and is kept apart)."""
         executor, retry, timeout = options["executor"], options["retry"], options["timeout"]
         # identities: the setup holds each of these objects, so no id is reused while cached
-        key = (id(fn), id(executor), id(retry), id(timeout), self.graceful_stop, self.pause_timeout)
-        setup = None if claimed else self._setups.get(key)
+        key = (id(fn), id(executor), id(retry), id(timeout), self.graceful_stop,
+               self.pause_timeout, claimed)  # fmt: skip
+        setup = self._setups.get(key)
         if setup is None:
             setup = RunSetup.make(
                 fn,
@@ -695,10 +696,9 @@ class Controller:
                 stored_outcome=self.store.stored_outcome,  # the store decides a result (D68)
                 launch_gate=self._launch_gate(executor, claimed=claimed),
             )
-            if not claimed:
-                if len(self._setups) >= _SETUPS_KEPT:  # per-call options made afresh each time
-                    self._setups.clear()
-                self._setups[key] = setup
+            if len(self._setups) >= _SETUPS_KEPT:  # per-call options made afresh each time
+                self._setups.clear()
+            self._setups[key] = setup
         return setup
 
     def _executing_runs(self) -> list[TaskRun]:
