@@ -175,6 +175,8 @@ def test_a_worker_fed_by_submit(workspace: Workspace, store: list[str]) -> None:
         nap = _submit(workspace, store, "nap", "--task-id", "nap-1")
         for task_id in (spin, nap):
             _until(workspace, store, task_id, lambda s: s["status"] == "running")
+        [row] = _nodes(workspace, store)
+        assert row["active"] == 2  # spin-1 and nap-1, running under its lease
         code, err = _sigterm(worker)
     finally:
         _reap(worker)
@@ -185,7 +187,7 @@ def test_a_worker_fed_by_submit(workspace: Workspace, store: list[str]) -> None:
     assert _status(workspace, store, "nap-1")["status"] == "lost"
     assert _status(workspace, store, later)["status"] == "queued"  # never claimed
     [row] = _nodes(workspace, store)
-    assert not row["live"]
+    assert (row["live"], row["active"]) == (False, 0)  # it ended what it held
     assert "expired" in workspace.cli(*store, "nodes").stdout
 
 

@@ -233,3 +233,25 @@ def test_a_serving_controller_counts_the_registered_tags_of_untagged_tasks() -> 
     finally:
         worker.close()
         console.close()
+
+
+def test_active_by_worker_counts_the_tasks_active_under_each_workers_lease() -> None:
+    from chongming_runtime import active_by_worker
+
+    store = InMemoryTaskStore()
+    started = NOW - timedelta(minutes=1)
+    base = TaskSnapshot(
+        task_id="x", name="render", status=TaskStatus.RUNNING, status_version=2, attempt=1,
+        durable=True, created_at=started, updated_at=started, started_at=started,
+        lease_owner="w1", lease_until=NOW + timedelta(seconds=30),
+    )  # fmt: skip
+    for task_id, status, owner in (
+        ("a", TaskStatus.RUNNING, "w1"),
+        ("b", TaskStatus.STARTING, "w1"),
+        ("c", TaskStatus.STOPPING, "w2"),
+        ("d", TaskStatus.SUCCEEDED, "w1"),  # ended: its owner is only a trace
+        ("e", TaskStatus.QUEUED, "w2"),  # queued again: not active
+    ):
+        store.create(base.evolve(task_id=task_id, status=status, lease_owner=owner))
+    rows = [_worker("w1"), _worker("w2", live=False), _worker("w3")]
+    assert active_by_worker(store, rows) == {"w1": 2, "w2": 1, "w3": 0}

@@ -63,6 +63,14 @@ def _console(tmp_path: Path) -> Controller:
 def test_the_nodes_view_and_the_waiting_reason(tmp_path: Path) -> None:
     controller = _console(tmp_path)
     task_id = "orphan-1"
+    now = controller.clock.now()
+    controller.store.create(  # a task worker-a runs: the view counts it active there
+        TaskSnapshot(
+            task_id="held-1", name="resize", status=TaskStatus.RUNNING, status_version=2,
+            attempt=1, durable=True, created_at=now, updated_at=now, started_at=now,
+            lease_owner="worker-a", lease_until=now + timedelta(seconds=30),
+        )
+    )  # fmt: skip
     try:
         app = DashboardApp(
             controller,
@@ -75,11 +83,13 @@ def test_the_nodes_view_and_the_waiting_reason(tmp_path: Path) -> None:
         async def scenario(pilot: Pilot[int]) -> None:
             assert app.latest is not None
             assert app.latest.waiting == {task_id: "no worker serves 'orphan'"}
+            assert app.latest.active == {"worker-a": 1, "worker-b": 0}
             await pilot.press("w")
             await wait_for(pilot, lambda: isinstance(app.screen, NodesScreen), "the nodes view")
             await pilot.pause(0.05)
             text = "\n".join(screen_text(app))
             assert "workers: 1 live, 1 expired" in text
+            assert "ACTIVE" in text
             for shown in ("worker-a", "worker-b", "节点-host", "resize, 报表", "max_parallel=4",
                           "fleet:gpu=2", "[0, 1, ..., 3]", "expired", "live"):  # fmt: skip
                 assert shown in text, shown

@@ -42,6 +42,7 @@ from chongming_runtime import (
     Job,
     TaskOutcome,
     TaskRun,
+    active_by_worker,
     describe_buckets,
     format_elapsed,
     printable,
@@ -376,7 +377,7 @@ def _capacity_text(capacity: Any) -> str:
     return " ".join(parts) or "-"
 
 
-def _worker_document(worker: WorkerRecord, now: datetime) -> dict[str, Any]:
+def _worker_document(worker: WorkerRecord, now: datetime, active: int) -> dict[str, Any]:
     return {
         "owner": worker.owner,
         "host": worker.host,
@@ -388,6 +389,7 @@ def _worker_document(worker: WorkerRecord, now: datetime) -> dict[str, Any]:
         "last_seen": worker.last_seen.isoformat(),
         "lease_until": worker.lease_until.isoformat(),
         "live": worker.is_live(now),
+        "active": active,
     }
 
 
@@ -400,8 +402,9 @@ def cmd_nodes(args: argparse.Namespace, node: NodeOptions, console: Console) -> 
             )
         workers = controller.store.workers()
         now = controller.clock.now()
+        active = active_by_worker(controller.store, workers)
     if args.json:
-        write_json(console.out, [_worker_document(w, now) for w in workers])
+        write_json(console.out, [_worker_document(w, now, active[w.owner]) for w in workers])
         return EXIT_OK
     rows = [
         [
@@ -411,13 +414,15 @@ def cmd_nodes(args: argparse.Namespace, node: NodeOptions, console: Console) -> 
             "all" if w.buckets is None else describe_buckets(w.buckets),
             ", ".join(w.names) or "-",
             _capacity_text(w.capacity),
+            str(active[w.owner]),
             format_time(w.started_at),
             f"{format_elapsed(max(0.0, (now - w.last_seen).total_seconds()))} ago",
             "live" if w.is_live(now) else "expired",
         ]
         for w in workers
     ]
-    header = ("OWNER", "HOST", "PID", "BUCKETS", "TASKS", "CAPACITY", "STARTED", "LAST SEEN")
+    header = ("OWNER", "HOST", "PID", "BUCKETS", "TASKS", "CAPACITY", "ACTIVE", "STARTED",
+              "LAST SEEN")  # fmt: skip
     console.say(render_rows((*header, "STATE"), rows, console.encoding))
     if not workers:
         console.note(

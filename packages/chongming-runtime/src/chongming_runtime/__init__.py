@@ -26,6 +26,7 @@ from chongming_runtime.controller._ownership import describe_buckets as describe
 from chongming_runtime.controller._reconcile import ReconcileReport as ReconcileReport
 from chongming_runtime.controller._registry import RegisteredTask as RegisteredTask
 from chongming_runtime.controller._stats import ControllerStats as ControllerStats
+from chongming_runtime.controller._waiting_reason import active_by_worker as active_by_worker
 from chongming_runtime.controller._waiting_reason import fleet_held_for as fleet_held_for
 from chongming_runtime.controller._waiting_reason import waiting_reason as waiting_reason
 from chongming_runtime.executors import AttemptHandle as AttemptHandle
@@ -74,6 +75,7 @@ __all__ = [
     "TaskOutcome",
     "TaskRun",
     "ThreadExecutor",
+    "active_by_worker",
     "default_owner",
     "describe_buckets",
     "display_width",

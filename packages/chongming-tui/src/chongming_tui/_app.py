@@ -291,7 +291,7 @@ class DashboardApp(App[int]):
         self.overview.show(refresh)
         for screen in self.screen_stack:
             if isinstance(screen, NodesScreen):
-                screen.show(refresh.workers, refresh.now)
+                screen.show(refresh.workers, refresh.now, refresh.active)
         detail = self._detail_screen()
         if detail is not None and detail.task_id == refresh.detail_id:
             detail.show(

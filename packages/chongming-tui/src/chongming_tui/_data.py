@@ -23,7 +23,7 @@ from chongming_core import (
     WorkerRecord,
     unreadable_in,
 )
-from chongming_runtime import Controller, ControllerStats, fleet_held_for
+from chongming_runtime import Controller, ControllerStats, active_by_worker, fleet_held_for
 from chongming_tui._filters import TaskFilter
 
 __all__ = ["PendingAction", "Refresh", "WaitingReason", "fetch"]
@@ -59,6 +59,8 @@ class Refresh:
             no durable work).
         waiting: task id -> why that durable queued task waits (tasks of the view and the
             detail; only when the dashboard was given a `WaitingReason`).
+        active: per worker owner, the tasks the store shows active under its lease
+            (`active_by_worker`).
     """
 
     generation: int
@@ -76,6 +78,7 @@ class Refresh:
     unreadable: tuple[UnreadableRow, ...] = ()
     workers: tuple[WorkerRecord, ...] = ()
     waiting: Mapping[str, str] = field(default_factory=dict)
+    active: Mapping[str, int] = field(default_factory=dict)
 
 
 def fetch(
@@ -112,8 +115,10 @@ def fetch(
     store = controller.store
     workers: tuple[WorkerRecord, ...] = ()
     waiting: dict[str, str] = {}
+    active: dict[str, int] = {}
     if store.supports_durable_work:
         workers = tuple(store.workers())
+        active = active_by_worker(store, workers)
         if waiting_reason is not None:
             served = store.served_names(now)
             judged = (*tasks, *([detail] if detail is not None else []))
@@ -140,6 +145,7 @@ def fetch(
         unreadable=_once(unreadable),
         workers=workers,
         waiting=waiting,
+        active=active,
     )
 
 

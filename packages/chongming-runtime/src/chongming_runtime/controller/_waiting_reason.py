@@ -19,10 +19,18 @@ from __future__ import annotations
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 
-from chongming_core import TaskQuery, TaskSnapshot, TaskStatus, TaskStore, WorkerRecord
+from chongming_core import (
+    ACTIVE_STATUSES,
+    TaskQuery,
+    TaskSnapshot,
+    TaskStatus,
+    TaskStore,
+    WorkerRecord,
+)
 from chongming_core.backend import FLEET_STATUSES, holds_fleet_slot
 
 __all__ = [
+    "active_by_worker",
     "fleet_held_for",
     "fleet_limits_of_row",
     "fleet_slots_held",
@@ -204,3 +212,14 @@ def waiting_reasons(
         for s in waiting
     }
     return {task_id: reason for task_id, reason in reasons.items() if reason is not None}
+
+
+def active_by_worker(store: TaskStore, workers: Iterable[WorkerRecord]) -> dict[str, int]:
+    """Per worker row, how many tasks the store shows active under its lease (starting,
+    running, pausing or stopping, held by its owner): what a live worker is doing, or what
+    an expired one left for `reconcile`. One count per worker, read from the store."""
+    active: dict[str, int] = {}
+    for worker in workers:
+        query = TaskQuery(lease_owner=worker.owner, statuses=ACTIVE_STATUSES)
+        active[worker.owner] = sum(store.status_counts(query).values())
+    return active

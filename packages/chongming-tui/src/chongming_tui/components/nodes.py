@@ -30,6 +30,7 @@ _COLUMNS = (
     ("buckets", "BUCKETS"),
     ("names", "TASKS"),
     ("capacity", "CAPACITY"),
+    ("active", "ACTIVE"),
     ("started", "STARTED"),
 )
 
@@ -66,10 +67,12 @@ class NodesScreen(Screen[None]):
             table.add_column(label, key=key)
         latest = getattr(self.app, "latest", None)
         if latest is not None and latest.now is not None:
-            self.show(latest.workers, latest.now)
+            self.show(latest.workers, latest.now, latest.active)
 
-    def show(self, workers: Sequence[WorkerRecord], now: datetime) -> None:
-        """Apply the worker rows of a refresh."""
+    def show(
+        self, workers: Sequence[WorkerRecord], now: datetime, active: Mapping[str, int]
+    ) -> None:
+        """Apply the worker rows of a refresh, and how many tasks each holds active."""
         tables = self.query("#nodes")
         if not tables or not tables.first(DataTable).columns:
             return  # not mounted yet, or being torn down
@@ -94,6 +97,7 @@ class NodesScreen(Screen[None]):
                 Text("all" if w.buckets is None else describe_buckets(w.buckets)),
                 literal(", ".join(w.names) or "-"),
                 literal(capacity_text(w.capacity)),
+                str(active.get(w.owner, 0)),
                 format_time(w.started_at),
                 key=w.owner,
             )
