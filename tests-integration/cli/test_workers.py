@@ -229,6 +229,8 @@ def test_bad_input_gets_one_line(workspace: Workspace, store: list[str]) -> None
         (["submit", "add", "--delay", "99999999999d"], "past the year 9999"),
         (["submit", "add", "--at", "9999-12-31T23:59:59-05:00"], "outside the years 1 to 9999"),
         (["submit", "add", "--delay", "-5s"], "is negative"),
+        (["submit", "add", "--priority", str(2**63)], "--priority 9223372036854775808 is out of"),
+        (["submit", "add", f"--priority={-(2**63) - 1}"], "stores keep it as a 64-bit"),
         (["worker", "--tasks", "no_such_module"], "cannot import the task module"),
         (["worker", "--tasks", "worker_tasks", "--fleet-limit", "gpu"], "TAG=N"),
         (

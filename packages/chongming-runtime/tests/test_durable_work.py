@@ -284,6 +284,30 @@ def test_fleet_limits_hold_across_workers_and_local_limits_within_one(
     assert ledger.most == 2  # reached, never passed: three workers of room 2 each
 
 
+def test_a_fleet_limit_holds_for_a_worker_started_without_it(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    """A fleet limit belongs to the store: a worker started with no `fleet_limits` holds to
+    the one a live worker declares, and one declared smaller elsewhere wins."""
+    ledger = Ledger()
+    feeder = make(closer, shared(), owner="web")
+    ids = feeder.enqueue_many("scale", [(i,) for i in range(8)], tags=["gpu"])
+    declaring = make(closer, shared(), owner="w1", max_parallel=1, fleet_limits={"gpu": 3})
+    declaring.register("other", ledger.body())  # serves none of these tasks
+    declaring.serve()
+    stricter = make(closer, shared(), owner="w2", max_parallel=1, fleet_limits={"gpu": 1})
+    stricter.register("other", ledger.body())
+    stricter.serve()
+    unaware = make(closer, shared(), owner="w3", max_parallel=4)  # no fleet_limits
+    unaware.register("scale", ledger.body(pause=0.03))
+    unaware.serve()
+    for task_id in ids:
+        assert feeder.wait(task_id, timeout=WAIT).status is S.SUCCEEDED
+    assert ledger.most == 1  # the smallest limit a live worker declares, never passed
+    (row,) = [r for r in unaware.store.workers() if r.owner == "w3"]
+    assert row.capacity["fleet_limits"] == {}  # its row says what it declares: nothing
+
+
 def test_workers_are_visible_live_then_expired_after_close(
     closer: Closer, shared: Callable[[], TaskStore]
 ) -> None:

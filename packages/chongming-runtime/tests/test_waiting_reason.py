@@ -114,14 +114,19 @@ def test_every_slot_of_a_fleet_limit_it_needs_is_held() -> None:
     assert _reason(gpu, [limited], {}) is None  # not counted: nothing is said
     assert _reason(gpu, [limited]) is None
     assert _reason(_task(), [limited], {"gpu": 2}) is None  # it does not hold the tag
-    # one worker able to take it without that limit is enough for it to wait for nobody
-    assert _reason(gpu, [limited, _worker("w2")], {"gpu": 2}) is None
+    # a limit one live worker declares holds for every worker: one started without it too
+    assert _reason(gpu, [limited, _worker("w2")], {"gpu": 2}) == (
+        "fleet limit 'gpu' is full (2 of 2 held)"
+    )
+    # but not the limit of an expired worker
+    assert _reason(gpu, [_worker(live=False, fleet_limits={"gpu": 2}), _worker("w2")],
+                   {"gpu": 2}) is None  # fmt: skip
     # workers that cannot take it anyway do not count
     others = [limited, _worker("w2", live=False), _worker("w3", names=("other",))]
     assert _reason(gpu, others, {"gpu": 2}) == "fleet limit 'gpu' is full (2 of 2 held)"
-    # workers that limit one tag differently: the largest limit that holds one back is said
-    mixed = [limited, _worker("w2", fleet_limits={"gpu": 0})]
-    assert _reason(gpu, mixed, {"gpu": 2}) == "fleet limit 'gpu' is full (2 of 2 held)"
+    # workers that limit one tag differently: the smallest limit holds, and is said
+    mixed = [limited, _worker("w2", fleet_limits={"gpu": 1})]
+    assert _reason(gpu, mixed, {"gpu": 1}) == "fleet limit 'gpu' is full (1 of 1 held)"
     # a limit of 0 holds every task of the tag back
     assert _reason(gpu, [_worker(fleet_limits={"gpu": 0})], {"gpu": 0}) == (
         "fleet limit 'gpu' is full (0: none may run)"
@@ -150,13 +155,15 @@ def test_a_task_enqueued_without_tags_is_judged_by_the_tags_its_workers_register
     assert _reason(untagged, [odd], {"gpu": 1}) is None
 
 
-def test_workers_held_back_by_different_fleet_limits_are_all_named() -> None:
+def test_every_full_fleet_limit_a_task_would_hold_is_named() -> None:
     both = _task(tags=frozenset({"gpu", "db"}))
     workers = [_worker(fleet_limits={"gpu": 1}), _worker("w2", fleet_limits={"db": 3})]
     assert _reason(both, workers, {"gpu": 1, "db": 3}) == (
         "fleet limits are full: 'db' (3 of 3 held), 'gpu' (1 of 1 held)"
     )
-    assert _reason(both, workers, {"gpu": 1, "db": 2}) is None
+    # either limit holds it back, at every worker
+    assert _reason(both, workers, {"gpu": 1, "db": 2}) == "fleet limit 'gpu' is full (1 of 1 held)"
+    assert _reason(both, workers, {"gpu": 0, "db": 2}) is None
 
 
 def test_a_due_time_comes_before_a_full_fleet_limit() -> None:

@@ -156,8 +156,8 @@ def _unfinished(found: _Found) -> ControlReport | None:
     if snapshot.is_terminal:
         return found.refused(
             f"task {printable(repr(found.task_id))} already ended {snapshot.status.value}; "
-            f"there is nothing to {found.action} (a finished task is never run again under "
-            "its id)"
+            f"there is nothing to {found.action} (a finished task runs again only when "
+            "`chongming-task retry` queues it again)"
         )
     return None
 

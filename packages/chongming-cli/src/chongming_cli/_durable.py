@@ -110,6 +110,11 @@ def cmd_submit(args: argparse.Namespace, node: NodeOptions, console: Console) ->
     if args.timeout is not None and not args.wait:
         raise CliError("--timeout is how long --wait waits: add --wait, or drop --timeout")
     due = _due(args, console)
+    if args.priority is not None and not -(2**63) <= args.priority < 2**63:
+        raise CliError(  # before the store is opened: a mistake writes nothing
+            f"--priority {args.priority} is out of range: stores keep it as a 64-bit integer "
+            f"({-(2**63)} to {2**63 - 1})"
+        )
     kwargs, loaded = _kwargs(args, console)
     with open_controller(node, create=True, noted=console.note) as controller:
         if loaded:  # its description, tags and attempt budget are written with the task

@@ -406,7 +406,8 @@ def _durable_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
         metavar="TAG=N",
         action="append",
         default=[],
-        help="at most N running durable tasks with TAG in the whole store; repeatable",
+        help="at most N running durable tasks with TAG in the whole store (every worker "
+        "holds to it); repeatable",
     )
 
     _json_option(command("nodes", "list the workers that serve the store, live or expired"))

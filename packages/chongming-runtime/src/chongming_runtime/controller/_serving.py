@@ -52,6 +52,7 @@ from chongming_core import (
     TaskStore,
     WorkerRecord,
 )
+from chongming_runtime.controller._waiting_reason import fleet_limits_of_row
 from chongming_runtime.support._background import NOTIFIED_POLL
 
 __all__ = ["WorkServer"]
@@ -91,7 +92,8 @@ class WorkServer:
             names registered later are started too; the claim writes each task's
             ``starting``, so its body begins once the claim returns), or None to have
             the claim lease only.
-        fleet_limits: store-wide units per tag.
+        fleet_limits: store-wide units per tag this worker declares (its claims also hold
+            to those other live workers declare: `_learn_fleet_limits`).
         capacity: what the worker row says of its room (JSON).
         interval: the longest wait between two claims while idle.
         note: records what a round met (the controller's ``persist_failures``).
@@ -125,7 +127,8 @@ class WorkServer:
         self._room = room
         self._take = take
         self._start = start
-        self._fleet = dict(fleet_limits)
+        self._declared = dict(fleet_limits)  # this worker's own, written in its row
+        self._fleet = dict(fleet_limits)  # what its claims hold to: the fleet's (see there)
         self._capacity = dict(capacity)
         self._interval = interval
         self._note = note
@@ -339,6 +342,25 @@ class WorkServer:
             )
         )
         self._renewed_at = now
+        self._learn_fleet_limits(now)
+
+    def _learn_fleet_limits(self, now: datetime) -> None:
+        """Hold this worker's claims to every fleet limit a live worker declares, the
+        smallest where several declare one tag: a limit holds for the whole store, whether
+        or not this worker was started with it. Read when the row is written (serving
+        starts, then every third of a lease); when the rows cannot be read, the limits
+        learnt last stay."""
+        try:
+            rows = self._store.workers()
+        except Exception as exc:  # the store is down: the claim will say so too
+            self._note("workers", f"{type(exc).__name__}: {exc}", ())
+            return
+        limits = dict(self._declared)
+        for row in rows:
+            if isinstance(row, WorkerRecord) and row.owner != self._owner and row.is_live(now):
+                for tag, n in fleet_limits_of_row(row).items():
+                    limits[tag] = min(n, limits.get(tag, n))
+        self._fleet = limits
 
     def _row_capacity(self) -> dict[str, object]:
         """What the row says of this worker's room, and the tags each name is registered

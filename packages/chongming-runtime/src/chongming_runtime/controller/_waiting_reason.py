@@ -32,6 +32,7 @@ from chongming_core.backend import FLEET_STATUSES, holds_fleet_slot
 __all__ = [
     "active_by_worker",
     "fleet_held_for",
+    "fleet_limits_of",
     "fleet_limits_of_row",
     "fleet_slots_held",
     "needs_workers",
@@ -93,7 +94,8 @@ def waiting_reason(
     if due is not None and due > now:
         return f"due at {_shown_time(due)}"
     if fleet_held:
-        return _fleet_full(snapshot, able, fleet_held)
+        live = [w for w in workers if w.is_live(now)]
+        return _fleet_full(snapshot, able, fleet_held, fleet_limits_of(live))
     return None
 
 
@@ -107,14 +109,17 @@ def _shown_time(moment: datetime) -> str:
 
 
 def _fleet_full(
-    snapshot: TaskSnapshot, able: Sequence[WorkerRecord], held: Mapping[str, int]
+    snapshot: TaskSnapshot,
+    able: Sequence[WorkerRecord],
+    held: Mapping[str, int],
+    limits: Mapping[str, int],
 ) -> str | None:
     """``fleet limit 't' is full (n of m held)`` when every worker able to claim `snapshot`
-    finds a fleet limit of one of the tags it would hold there used up (its own, or for a
-    task enqueued without tags the worker's registered ones); None when one has room."""
-    full: dict[str, int] = {}  # tag -> the largest of its limits that holds a worker back
+    finds one of the fleet's `limits` used up for a tag it would hold there (its own, or
+    for a task enqueued without tags the worker's registered ones); None when one has
+    room."""
+    full: dict[str, int] = {}  # tag -> its limit, each one that holds a worker back
     for worker in sorted(able, key=lambda w: w.owner):
-        limits = fleet_limits_of_row(worker)
         blocking = sorted(
             (tag, limits[tag])
             for tag in tags_held_at(snapshot, worker)
@@ -122,8 +127,7 @@ def _fleet_full(
         )
         if not blocking:
             return None  # this worker has room for it
-        tag, limit = blocking[0]
-        full[tag] = max(limit, full.get(tag, limit))
+        full.update(blocking)
     parts = [
         f"{tag!r} ({held[tag]} of {limit} held)" if limit else f"{tag!r} (0: none may run)"
         for tag, limit in sorted(full.items())
@@ -150,6 +154,17 @@ def registered_tags_of_row(worker: WorkerRecord) -> dict[str, frozenset[str]]:
 def tags_held_at(snapshot: TaskSnapshot, worker: WorkerRecord) -> frozenset[str]:
     """The tags `snapshot` would hold if `worker` claimed it (`claim_tags`)."""
     return snapshot.tags or registered_tags_of_row(worker).get(snapshot.name, frozenset())
+
+
+def fleet_limits_of(workers: Iterable[WorkerRecord]) -> dict[str, int]:
+    """The fleet limits every worker's claims hold to: each one a worker among `workers`
+    declares, the smallest where several declare one tag (`WorkServer` learns them the
+    same way)."""
+    limits: dict[str, int] = {}
+    for worker in workers:
+        for tag, n in fleet_limits_of_row(worker).items():
+            limits[tag] = min(n, limits.get(tag, n))
+    return limits
 
 
 def fleet_limits_of_row(worker: WorkerRecord) -> dict[str, int]:
