@@ -308,6 +308,45 @@ def test_a_fleet_limit_holds_for_a_worker_started_without_it(
     assert row.capacity["fleet_limits"] == {}  # its row says what it declares: nothing
 
 
+def test_a_worker_refuses_an_owner_name_a_live_worker_of_another_process_serves_under(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    """Two workers under one name would write one row and hold tasks under one name: the
+    second is refused while the first is live. A row left by a process of this host that
+    is gone (a worker restarted after a crash) is taken over; so is this process's own."""
+    import socket
+    import subprocess
+    import sys
+
+    store = shared()
+    now = datetime.now(UTC)
+
+    def row(owner: str, host: str, pid: int) -> WorkerRecord:
+        return WorkerRecord(
+            owner=owner, host=host, pid=pid, buckets=None, names=("scale",), capacity={},
+            started_at=now, last_seen=now, lease_until=now + timedelta(minutes=5),
+        )  # fmt: skip
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+    store.register_worker(row("w-far", "another-host", 4242))
+    store.register_worker(row("w-gone", socket.gethostname(), int(gone.stdout)))
+    store.register_worker(row("w-here", socket.gethostname(), os.getpid()))
+    far = make(closer, store, owner="w-far")
+    far.register("scale", Ledger().body())
+    said = r"'w-far' already serves this store from host 'another-host' \(pid 4242\), live"
+    with pytest.raises(ConfigurationError, match=said):
+        far.serve()
+    assert not serving(far)
+    for owner in ("w-gone", "w-here"):
+        worker = make(closer, store, owner=owner)
+        worker.register("scale", Ledger().body())
+        worker.serve()
+        assert serving(worker)
+        (taken,) = [r for r in store.workers() if r.owner == owner]
+        assert taken.pid == os.getpid()
+
+
 def test_workers_are_visible_live_then_expired_after_close(
     closer: Closer, shared: Callable[[], TaskStore]
 ) -> None:

@@ -47,6 +47,7 @@ from chongming_core import (
     ClaimRequest,
     ClaimStart,
     Clock,
+    ConfigurationError,
     TaskSnapshot,
     TaskStatus,
     TaskStore,
@@ -70,6 +71,17 @@ CLAIM_COOLDOWN = 0.005
 
 #: Room and units left per limited tag (see `Scheduler.claim_room`).
 Room = Callable[[], tuple[int, dict[str, int]]]
+
+
+def _process_alive(pid: int) -> bool:
+    """Whether process `pid` of this host runs."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # it exists, owned by someone else
+        return True
+    return True
 
 
 class WorkServer:
@@ -161,6 +173,7 @@ class WorkServer:
             if self._thread is not None:
                 return
             self._started_at = self._clock.now()
+            self._refuse_a_live_namesake(self._started_at)
             self._write_row(self._started_at)
             # PostgreSQL's listening connection is opened (LISTEN) by the first wait: made
             # here, before the first claim, a notification sent between that claim and the
@@ -168,6 +181,30 @@ class WorkServer:
             self._store.wait_for_work(0)
             self._thread = threading.Thread(target=self._serve, name="chongming-serve", daemon=True)
             self._thread.start()
+
+    def _refuse_a_live_namesake(self, now: datetime) -> None:
+        """Refuse to serve under an owner name another live worker serves under: the two
+        would write one row (``nodes`` would show one of them) and share one lease holder's
+        name. A row of this process, or of a process of this host that is gone (a worker
+        restarted after a crash), is this worker's to take over.
+
+        Raises:
+            ConfigurationError: a live worker of another process serves under this name.
+        """
+        host, pid = socket.gethostname(), os.getpid()
+        for row in self._store.workers():
+            if not (isinstance(row, WorkerRecord) and row.owner == self._owner):
+                continue
+            if not row.is_live(now):
+                return
+            if row.host == host and (row.pid == pid or not _process_alive(row.pid)):
+                return  # this process's, or left by a process of this host that is gone
+            raise ConfigurationError(
+                f"worker {row.owner!r} already serves this store from host {row.host!r} "
+                f"(pid {row.pid}), live until {row.lease_until.isoformat()}: give this "
+                "worker an owner name of its own (--owner), or start it once that lease "
+                "has ended"
+            )
 
     def slot_freed(self) -> None:
         """A task held here left its slot: room for a claim may have appeared."""
