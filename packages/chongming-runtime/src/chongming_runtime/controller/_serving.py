@@ -53,7 +53,7 @@ from chongming_core import (
     TaskStore,
     WorkerRecord,
 )
-from chongming_runtime.controller._waiting_reason import fleet_limits_of_row
+from chongming_runtime.controller._waiting_reason import fleet_limits_of
 from chongming_runtime.support._background import NOTIFIED_POLL
 
 __all__ = ["WorkServer"]
@@ -392,12 +392,12 @@ class WorkServer:
         except Exception as exc:  # the store is down: the claim will say so too
             self._note("workers", f"{type(exc).__name__}: {exc}", ())
             return
-        limits = dict(self._declared)
-        for row in rows:
-            if isinstance(row, WorkerRecord) and row.owner != self._owner and row.is_live(now):
-                for tag, n in fleet_limits_of_row(row).items():
-                    limits[tag] = min(n, limits.get(tag, n))
-        self._fleet = limits
+        others = (
+            row
+            for row in rows
+            if isinstance(row, WorkerRecord) and row.owner != self._owner and row.is_live(now)
+        )
+        self._fleet = fleet_limits_of(others, self._declared)
 
     def _row_capacity(self) -> dict[str, object]:
         """What the row says of this worker's room, and the tags each name is registered

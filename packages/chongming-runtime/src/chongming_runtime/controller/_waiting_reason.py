@@ -156,11 +156,13 @@ def tags_held_at(snapshot: TaskSnapshot, worker: WorkerRecord) -> frozenset[str]
     return snapshot.tags or registered_tags_of_row(worker).get(snapshot.name, frozenset())
 
 
-def fleet_limits_of(workers: Iterable[WorkerRecord]) -> dict[str, int]:
+def fleet_limits_of(
+    workers: Iterable[WorkerRecord], declared: Mapping[str, int] | None = None
+) -> dict[str, int]:
     """The fleet limits every worker's claims hold to: each one a worker among `workers`
-    declares, the smallest where several declare one tag (`WorkServer` learns them the
-    same way)."""
-    limits: dict[str, int] = {}
+    (or `declared`, a worker's own) declares, the smallest where several declare one tag
+    (`WorkServer` learns its own this way)."""
+    limits: dict[str, int] = dict(declared or {})
     for worker in workers:
         for tag, n in fleet_limits_of_row(worker).items():
             limits[tag] = min(n, limits.get(tag, n))
