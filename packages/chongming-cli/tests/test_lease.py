@@ -6,15 +6,19 @@ whose holder renews its lease (it ends tomorrow), one whose holder died long ago
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
+import socket
+import subprocess
+import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from chongming_cli import EXIT_OK, main
-from chongming_core import Failure, FailureKind, FakeClock, StateMachine
+from chongming_core import Failure, FailureKind, FakeClock, StateMachine, WorkerRecord
 from chongming_store_sqlite import SqliteTaskStore
 
 LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
@@ -185,3 +189,57 @@ def test_status_of_an_orphan_says_since_when_its_holder_is_gone(
     assert "at most (the holder may have stopped before" in gone  # a bound, not a sighting
     assert main(["--db", db, "status", "alive"]) == EXIT_OK
     assert "lease ran out" not in capsys.readouterr().out
+
+
+def test_a_second_stop_sends_nothing_while_the_first_is_on_its_way(
+    db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["--db", db, "stop", "alive", "--reason", "first"]) == EXIT_OK
+    capsys.readouterr()
+    assert main(["--db", db, "stop", "alive", "--json"]) == EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    assert (report["outcome"], report["command_sent"], report["holder_renewing"]) == (
+        "unchanged",
+        False,
+        True,
+    )
+    assert report["reason"].startswith("a stop of task 'alive' is already on its way (sent ")
+    assert main(["--db", db, "stop", "alive"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "already on its way" in out
+    assert "its holder 'node-a' applies it at its next poll" in out
+    assert "no other stop was sent" in out
+    with SqliteTaskStore(db) as store:
+        assert [(c.action, c.reason) for c in store.commands(task_id="alive")] == [
+            ("stop", "first")
+        ]
+
+
+def test_a_control_of_a_task_whose_worker_died_on_this_host_says_so(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+    pid = int(gone.stdout)
+    path = str(tmp_path / "dead.db")
+    now = datetime.now(UTC)
+    until = now + timedelta(minutes=5)  # its lease has not ended: only the host can tell
+    with SqliteTaskStore(path) as store:
+        row = WorkerRecord(owner="w-dead", host=socket.gethostname(), pid=pid, buckets=None,
+                           names=("worker",), capacity={}, started_at=now, last_seen=now,
+                           lease_until=until)  # fmt: skip
+        store.register_worker(row)
+        m = _running("held", "w-dead", paused=False)
+        store.create(m.snapshot.evolve(lease_owner="w-dead", lease_until=until), m.transitions)
+    assert main(["--db", path, "stop", "held", "--json"]) == EXIT_OK
+    report = json.loads(capsys.readouterr().out)
+    assert (report["outcome"], report["holder_renewing"]) == ("requested", False)
+    assert (
+        f"its holder 'w-dead' is gone (its process {pid} no longer runs on this host)"
+        in (report["reason"])
+    )
+    assert f"chongming-task --db {shlex.quote(path)} reconcile" in report["reason"]
+    assert main(["--db", path, "pause", "held"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "so it will never apply it" in out
+    assert "at its next" not in out

@@ -751,3 +751,84 @@ def test_only_a_finished_durable_task_is_queued_again(
 
 def _noop(ctx: Any) -> None:
     """A task run here, by `submit`."""
+
+
+def _running_elsewhere(store: TaskStore, task_id: str, holder: str, until: datetime) -> None:
+    """A durable task running under `holder`'s lease, as a worker of another process wrote
+    it (nothing here applies its commands)."""
+    from chongming_core import StateMachine
+
+    m = StateMachine.create(task_id, "scale", durable=True, arguments={"args": [1], "kwargs": {}})
+    m.mark_queued(actor="web")
+    m.mark_starting(executor="thread", actor=holder)
+    m.mark_running(actor=holder)
+    store.create(m.snapshot.evolve(lease_owner=holder, lease_until=until), m.transitions)
+
+
+def test_a_second_stop_of_a_task_held_elsewhere_sends_no_second_command(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    store = shared()
+    _running_elsewhere(store, "t1", "node-x", datetime.now(UTC) + timedelta(days=1))
+    feeder = make(closer, store, owner="web")
+    assert feeder.pending_command("t1", "stop") is None
+    assert feeder.stop("t1", reason="first")
+    first = feeder.pending_command("t1", "stop")
+    assert first is not None
+    assert (first.issued_by, first.reason) == ("web", "first")
+    assert feeder.stop("t1", reason="second")  # the first one stands
+    assert feeder.pending_command("t1", "pause") is None
+    commands = store.commands(task_id="t1")
+    assert [(c.action, c.reason) for c in commands] == [("stop", "first")]
+    with pytest.raises(ConfigurationError, match="one of stop, pause, resume; got 'halt'"):
+        feeder.pending_command("t1", "halt")
+
+
+def test_a_task_queued_again_is_not_stopped_by_a_stop_sent_to_the_run_that_ended(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    # its holder died before it applied the stop; reconcile marked the task lost
+    store = shared()
+    long_ago = datetime(2020, 1, 1, tzinfo=UTC)
+    _running_elsewhere(store, "t1", "node-dead", long_ago)
+    feeder = make(closer, store, owner="web")
+    assert feeder.stop("t1", reason="stuck")
+    assert feeder.pause("t1") is False  # sent, not confirmed
+    assert [r.task_id for r in feeder.reconcile().lost] == ["t1"]
+    assert feeder.requeue("t1", reason="try again").status is S.QUEUED
+    closed = store.commands(task_id="t1")
+    assert [(c.action, c.is_complete) for c in closed] == [("stop", True), ("pause", True)]
+    assert all(
+        c.result is not None and c.result.startswith("ignored: the task ended lost before")
+        for c in closed
+    )
+    worker = make(closer, shared(), owner="w1")
+    worker.register("scale", Ledger().body())
+    worker.serve()
+    outcome = feeder.wait("t1", timeout=WAIT)
+    assert (outcome.status, outcome.value) == (S.SUCCEEDED, 1)
+    trail = [t.to_status for t in feeder.history("t1")]
+    assert trail[-4:] == [S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
+
+
+def test_a_worker_process_is_known_gone_only_on_its_own_host() -> None:
+    import socket
+    import subprocess
+    import sys
+
+    from chongming_runtime import worker_process_gone
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+    now = datetime.now(UTC)
+
+    def row(host: str, pid: int) -> WorkerRecord:
+        return WorkerRecord(
+            owner="w", host=host, pid=pid, buckets=None, names=(), capacity={},
+            started_at=now, last_seen=now, lease_until=now + timedelta(minutes=5),
+        )  # fmt: skip
+
+    here = socket.gethostname()
+    assert worker_process_gone(row(here, int(gone.stdout)))
+    assert not worker_process_gone(row(here, os.getpid()))
+    assert not worker_process_gone(row("another-host", int(gone.stdout)))

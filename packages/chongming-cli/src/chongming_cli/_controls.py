@@ -14,7 +14,8 @@ control ends in one of these outcomes:
   durable one that no worker held yet, so it was applied in the store (a stop:
   ``stopped``; a pause: ``paused``; a resume: ``queued`` again);
 - ``unchanged``: nothing was sent, because what was asked is already so (a pause
-  of a ``paused`` or ``pausing`` task, a stop of a ``stopping`` one);
+  of a ``paused`` or ``pausing`` task, a stop of a ``stopping`` one, a stop of a
+  task whose earlier stop command its holder has not applied yet);
 - ``refused``: nothing was sent, because the task cannot take it (exit 1).
 """
 
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
 from chongming_cli._commands import Command, Console, unknown_task
@@ -30,8 +32,9 @@ from chongming_cli._exit import EXIT_OK, CliError
 from chongming_cli._hints import suggest
 from chongming_cli._output import lease_expired_for, write_json
 from chongming_cli._session import NodeOptions, open_controller
-from chongming_core import StateMachine, TaskSnapshot, TaskStatus
-from chongming_runtime import Controller, format_elapsed, printable
+from chongming_core import Command as StoredCommand
+from chongming_core import StateMachine, TaskSnapshot, TaskStatus, WorkerRecord
+from chongming_runtime import Controller, format_elapsed, printable, worker_process_gone
 
 __all__ = ["CONTROLS", "ControlReport"]
 
@@ -87,13 +90,16 @@ class _Found:
     node: NodeOptions
     #: seconds since the holder's lease ran out (None: renewed, or no holder)
     gone: float | None = None
+    #: the holder's process, a worker of this host that no longer runs (None: not known
+    #: gone) though its lease has not ended yet
+    dead_pid: int | None = None
 
     @property
     def renewing(self) -> bool | None:
         """Whether the holder still renews its lease (None: the task has no holder)."""
         if self.snapshot is None or not self.snapshot.lease_owner:
             return None
-        return self.gone is None
+        return self.gone is None and self.dead_pid is None
 
     @property
     def holder_text(self) -> str:
@@ -121,7 +127,18 @@ class _Found:
 
     def applies(self, verb: str) -> tuple[str, str | None]:
         """Who applies the command and when (`verb`, e.g. "applies it at its next poll"),
-        and the reason to give when its holder stopped renewing its lease (D56)."""
+        and the reason to give when its holder stopped renewing its lease (D56) or its
+        process is known gone (D194)."""
+        if self.dead_pid is not None:
+            assert self.snapshot is not None
+            assert self.snapshot.lease_until is not None
+            text = (
+                f"{self.holder_text} is gone (its process {self.dead_pid} no longer runs on "
+                "this host), so it will never apply it; once its lease ends at "
+                f"{self.snapshot.lease_until:%Y-%m-%d %H:%M:%S} UTC, mark the task lost "
+                f"with: {suggest(self.node, 'reconcile')}"
+            )
+            return text, text
         if self.gone is None:
             return f"{self.holder_text} {verb}", None
         text = (
@@ -137,7 +154,21 @@ def _find(controller: Controller, task_id: str, action: str, node: NodeOptions) 
     if snapshot is None:
         return _Found(task_id, action, None, node)
     gone = lease_expired_for(snapshot, controller.clock.now()) if snapshot.lease_owner else None
-    return _Found(task_id, action, snapshot, node, gone)
+    dead_pid = None
+    if gone is None and snapshot.lease_owner and not snapshot.is_terminal:
+        dead_pid = _dead_holder(controller, snapshot.lease_owner)
+    return _Found(task_id, action, snapshot, node, gone, dead_pid)
+
+
+def _dead_holder(controller: Controller, owner: str) -> int | None:
+    """The pid of worker `owner` when it is a worker of this host whose process is gone."""
+    store = controller.store
+    if not store.supports_durable_work:
+        return None
+    for row in store.workers():
+        if isinstance(row, WorkerRecord) and row.owner == owner and worker_process_gone(row):
+            return row.pid
+    return None
 
 
 def _applied_unheld(controller: Controller, task_id: str, status: TaskStatus) -> bool:
@@ -177,6 +208,9 @@ def _stop(controller: Controller, args: argparse.Namespace, node: NodeOptions) -
             f"{already}; no other stop was sent; follow it with: {follow}",
             reason=already,
         )
+    pending = controller.pending_command(args.task_id, "stop")
+    if pending is not None:
+        return _stop_on_its_way(found, pending, controller.clock.now(), follow)
     if not controller.stop(args.task_id, reason=args.reason):
         latest = _unfinished(_find(controller, args.task_id, "stop", node))
         return latest or found.refused(f"the stop of task {shown} was not accepted; retry it")
@@ -192,6 +226,27 @@ def _stop(controller: Controller, args: argparse.Namespace, node: NodeOptions) -
         f"follow it with: {follow}",
         reason=reason,
         sent=True,
+    )
+
+
+def _stop_on_its_way(
+    found: _Found, pending: StoredCommand, now: datetime, follow: str
+) -> ControlReport:
+    """The report of a stop whose earlier stop command its holder has not applied yet:
+    nothing more is sent (D194)."""
+    shown = printable(repr(found.task_id))
+    when = ""
+    if pending.issued_at is not None:
+        when = f" {format_elapsed(max(0.0, (now - pending.issued_at).total_seconds()))} ago"
+    already = (
+        f"a stop of task {shown} is already on its way (sent{when} by "
+        f"{printable(repr(pending.issued_by))})"
+    )
+    who, _ = found.applies("applies it at its next poll")
+    return found.report(
+        UNCHANGED,
+        f"{already} and {who}; no other stop was sent; follow it with: {follow}",
+        reason=already,
     )
 
 

@@ -29,6 +29,9 @@ from chongming_runtime.controller._stats import ControllerStats as ControllerSta
 from chongming_runtime.controller._waiting_reason import active_by_worker as active_by_worker
 from chongming_runtime.controller._waiting_reason import fleet_held_for as fleet_held_for
 from chongming_runtime.controller._waiting_reason import waiting_reason as waiting_reason
+from chongming_runtime.controller._worker_liveness import (
+    worker_process_gone as worker_process_gone,
+)
 from chongming_runtime.executors import AttemptHandle as AttemptHandle
 from chongming_runtime.executors import Executor as Executor
 from chongming_runtime.executors import InlineExecutor as InlineExecutor
@@ -88,4 +91,5 @@ __all__ = [
     "run_command",
     "run_task",
     "waiting_reason",
+    "worker_process_gone",
 ]

@@ -38,6 +38,8 @@ from chongming_core import (
     BucketPolicy,
     ClaimStart,
     Clock,
+    Command,
+    CommandAction,
     ConcurrencyPolicy,
     ConfigurationError,
     InMemoryTaskStore,
@@ -717,9 +719,27 @@ class Controller:
         """Request a stop; never blocks.
 
         Returns True when a stop was requested (applied here, or sent as a command to the
-        holder), False when there is no such task or it has already finished.
+        holder), False when there is no such task or it has already finished. A stop of a
+        task held elsewhere whose earlier stop command its holder has not applied yet sends
+        no second one: that one stands (`pending_command` shows it).
         """
         return self._controls.stop(task_id, reason)
+
+    def pending_command(self, task_id: str, action: CommandAction | str) -> Command | None:
+        """The oldest command of `action` (``stop``, ``pause``, ``resume``) sent to the
+        holder of `task_id` that the holder has not applied yet; None when there is none.
+
+        Raises:
+            ConfigurationError: `action` is not a command's action.
+        """
+        try:
+            known = CommandAction(action)
+        except ValueError:
+            choices = ", ".join(a.value for a in CommandAction)
+            raise ConfigurationError(
+                f"pending_command() takes an action, one of {choices}; got {action!r}"
+            ) from None
+        return self._controls.pending(task_id, known)
 
     def pause(self, task_id: str, *, timeout: float | None = None) -> bool:
         """Request a pause. True only once the task is confirmed ``paused``.

@@ -39,6 +39,8 @@ __all__ = ["Controls", "still_unfinished"]
 
 _S = TaskStatus
 _log = logging.getLogger("chongming_task.controller")
+#: How long the commands `requeue` completes are leased to it (it completes them at once).
+_SETTLING_LEASE = 30.0
 
 #: Makes and holds the run of a retry: ``make_run(fn, machine, args, kwargs, options,
 #: replacing=run)`` (the controller's own `_make_run`).
@@ -95,6 +97,11 @@ class Controls:
         settled = self._settle_waiting(task_id, CommandAction.STOP, reason)
         if settled is not None:
             return settled
+        if self.pending(task_id, CommandAction.STOP):
+            # the stop asked before stands: a second row would only be applied as a no-op,
+            # or pile up for a holder that is gone (D194)
+            snapshot = self._store.get(task_id)
+            return snapshot is not None and not snapshot.is_terminal
         return self._send(task_id, CommandAction.STOP, reason)
 
     def pause(self, task_id: str, timeout: float | None) -> bool:
@@ -133,8 +140,14 @@ class Controls:
 
     def _pause_pending(self, task_id: str) -> bool:
         """Whether a pause command of `task_id` is in the store, not yet completed."""
-        pending = self._store.commands(task_id=task_id, include_complete=False)
-        return any(c.known_action() is CommandAction.PAUSE for c in pending)
+        return self.pending(task_id, CommandAction.PAUSE) is not None
+
+    def pending(self, task_id: str, action: CommandAction) -> Command | None:
+        """The oldest command of `action` for `task_id` in the store not yet completed."""
+        for command in self._store.commands(task_id=task_id, include_complete=False):
+            if command.known_action() is action:
+                return command
+        return None
 
     def _settle_waiting(
         self,
@@ -261,6 +274,8 @@ class Controls:
                 f"task {task_id!r} is {state}; only a failed, stopped, cancelled or lost task "
                 "is queued again"
             )
+        # a control sent to the run that ended is not one for the run queued now
+        self._close_commands_of_ended(task_id, stored.status)
         transition = machine.retry(actor=self._owner, reason=reason)
         # held by nobody, due now: any worker that serves its name and owns its bucket
         queued = machine.snapshot.evolve(lease_owner=None, lease_until=None, run_at=None)
@@ -276,6 +291,28 @@ class Controls:
         if held is not None:  # its state is the store's now (a claim here takes it on anew)
             self._held.drop(held)
         return queued
+
+    def _close_commands_of_ended(self, task_id: str, status: TaskStatus) -> None:
+        """Complete the commands of `task_id` its holder never applied before the task ended
+        `status` (its holder died, say, and `reconcile` marked it lost): queued again, the
+        task must not be stopped or paused by a control meant for the run that ended (D194).
+        A finished task holds no lease, so they are claimable here; a command written since
+        it ended is none of them (a control of a finished task is refused)."""
+        now = self._clock.now()
+        claimed = self._store.claim_commands(
+            self._owner, now=now, lease_seconds=_SETTLING_LEASE, task_ids=[task_id]
+        )
+        result = (
+            f"ignored: the task ended {status.value} before its holder applied it; "
+            "it was not applied to the task queued again"
+        )
+        for command in claimed:
+            if command.task_id == task_id:
+                self._store.complete_command(
+                    command.command_id, owner=self._owner, now=now, result=result
+                )
+            else:  # not asked for: another task's holder claims it
+                self._store.release_command(command.command_id, owner=self._owner)
 
     def wait(self, task_id: str, timeout: float | None) -> TaskOutcome:
         """Block until the task is terminal, here or in the store (`Controller.wait`)."""

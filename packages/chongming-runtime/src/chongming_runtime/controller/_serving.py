@@ -54,6 +54,7 @@ from chongming_core import (
     WorkerRecord,
 )
 from chongming_runtime.controller._waiting_reason import fleet_limits_of
+from chongming_runtime.controller._worker_liveness import process_alive
 from chongming_runtime.support._background import NOTIFIED_POLL
 
 __all__ = ["WorkServer"]
@@ -71,17 +72,6 @@ CLAIM_COOLDOWN = 0.005
 
 #: Room and units left per limited tag (see `Scheduler.claim_room`).
 Room = Callable[[], tuple[int, dict[str, int]]]
-
-
-def _process_alive(pid: int) -> bool:
-    """Whether process `pid` of this host runs."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # it exists, owned by someone else
-        return True
-    return True
 
 
 class WorkServer:
@@ -197,7 +187,7 @@ class WorkServer:
                 continue
             if not row.is_live(now):
                 return
-            if row.host == host and (row.pid == pid or not _process_alive(row.pid)):
+            if row.host == host and (row.pid == pid or not process_alive(row.pid)):
                 return  # this process's, or left by a process of this host that is gone
             raise ConfigurationError(
                 f"worker {row.owner!r} already serves this store from host {row.host!r} "
