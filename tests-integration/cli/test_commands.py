@@ -420,8 +420,11 @@ def test_status_and_history(populated: Workspace) -> None:
     db = str(populated.db)
     human = populated.cli("--db", db, "status", "ok-1")
     assert human.returncode == 0
-    assert "label:    加法" in human.stdout
-    assert "value:    5" in human.stdout
+    fields = {
+        k: v.strip() for k, _, v in (line.partition(":") for line in human.stdout.splitlines())
+    }
+    assert (fields["label"], fields["value"]) == ("加法", "5")
+    assert fields["description"] == "Add two numbers."  # the registration's docstring
     document = json.loads(populated.cli("--db", db, "status", "bad-1", "--json").stdout)
     assert document["status"] == "failed"
     assert document["attempt"] == 2

@@ -6,6 +6,7 @@ a second signal, and the worker row live then expired."""
 from __future__ import annotations
 
 import json
+import re
 import signal
 import subprocess
 import textwrap
@@ -359,7 +360,9 @@ def test_a_task_held_back_by_a_full_fleet_limit_says_so(
         _until(workspace, store, other, lambda s: s["status"] == "running")  # room is left
         assert _status(workspace, store, second)["status"] == "queued"
         status_text = workspace.cli(*store, "status", second).stdout
-        assert "waiting:   fleet limit 'gpu' is full (1 of 1 held)" in status_text, status_text
+        assert re.search(
+            r"^waiting: +fleet limit 'gpu' is full \(1 of 1 held\)$", status_text, re.M
+        )
         listed = workspace.cli(*store, "ps")
         assert "waiting: gpu-2: fleet limit 'gpu' is full (1 of 1 held)" in listed.stderr
         stopped = workspace.cli(*store, "stop", first)
@@ -403,3 +406,22 @@ def test_retry_queues_a_finished_durable_task_again_for_the_workers(
     finally:
         _reap(worker)
     assert code == 0, err
+
+
+def test_a_paused_task_does_not_hold_the_shutdown_for_the_whole_grace(
+    workspace: Workspace, store: list[str]
+) -> None:
+    worker = _worker(workspace, store, "--grace", "60")
+    try:
+        _submit(workspace, store, "spin", "--task-id", "spin-p")
+        _until(workspace, store, "spin-p", lambda s: s["status"] == "running")
+        workspace.cli(*store, "pause", "spin-p")
+        _until(workspace, store, "spin-p", lambda s: s["status"] == "paused")
+        began = time.monotonic()
+        code, err = _sigterm(worker, timeout=30)  # the grace is 60 s: not waited for
+    finally:
+        _reap(worker)
+    assert code == 0, err
+    assert time.monotonic() - began < 30
+    assert "stopping 1 task(s) not finished (1 paused, so it cannot finish): spin-p" in err
+    assert _status(workspace, store, "spin-p")["status"] == "stopped"

@@ -243,3 +243,19 @@ def test_a_control_of_a_task_whose_worker_died_on_this_host_says_so(
     out = capsys.readouterr().out
     assert "so it will never apply it" in out
     assert "at its next" not in out
+
+
+def test_status_shows_the_description_when_the_task_has_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(tmp_path / "described.db")
+    with SqliteTaskStore(path) as store:
+        for task_id, description in (("told", "Rebuild the nightly index"), ("bare", None)):
+            m = StateMachine.create(task_id, "worker", description=description, clock=FakeClock())
+            m.mark_queued()
+            store.create(m.snapshot, m.transitions)
+    assert main(["--db", path, "status", "told"]) == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[2] == "description: Rebuild the nightly index"
+    assert main(["--db", path, "status", "bare"]) == EXIT_OK
+    assert "description" not in capsys.readouterr().out

@@ -256,14 +256,30 @@ def _stop_claiming(controller: Controller) -> None:
 
 
 def _drain(runs: list[TaskRun], grace: float) -> list[TaskRun]:
-    """Wait up to `grace` seconds for `runs` to end; returns those still unfinished."""
+    """Wait up to `grace` seconds for `runs` to end; returns those still unfinished.
+
+    A paused run cannot end while it stays paused, so the wait ends early when only paused
+    runs are left (one resumed meanwhile is waited for again)."""
     deadline = time.monotonic() + grace
     left_over = [run for run in runs if not run.done]
-    while left_over and time.monotonic() < deadline:
+    while time.monotonic() < deadline:
+        moving = [run for run in left_over if run.status is not TaskStatus.PAUSED]
+        if not moving:
+            break
         with suppress(TimeoutError):
-            left_over[0].wait(min(_TICK, max(0.0, deadline - time.monotonic())))
+            moving[0].wait(min(_TICK, max(0.0, deadline - time.monotonic())))
         left_over = [run for run in left_over if not run.done]
     return left_over
+
+
+def _left_over_note(left_over: list[TaskRun]) -> str:
+    """What the worker says of the runs it stops after the grace."""
+    shown = ", ".join(printable(run.task_id) for run in left_over[:10])
+    paused = sum(1 for run in left_over if run.status is TaskStatus.PAUSED)
+    if not paused:
+        return f"stopping {len(left_over)} task(s) still running: {shown}"
+    why = "paused, so they cannot finish" if paused > 1 else "paused, so it cannot finish"
+    return f"stopping {len(left_over)} task(s) not finished ({paused} {why}): {shown}"
 
 
 def _registers_tasks(module: str) -> None:
@@ -318,8 +334,7 @@ def cmd_worker(args: argparse.Namespace, node: NodeOptions, console: Console) ->
             _stop_claiming(controller)
             left_over = _drain(controller.runs(), args.grace)
             if left_over:
-                shown = ", ".join(printable(run.task_id) for run in left_over[:10])
-                console.note(f"stopping {len(left_over)} task(s) still running: {shown}")
+                console.note(_left_over_note(left_over))
             outcomes = controller.close(
                 reason=f"chongming-task worker received {received}",
                 timeout=controller.graceful_stop + 30.0,

@@ -129,6 +129,8 @@ def format_snapshot(
     ]
     if snapshot.label:
         pairs.append(("label", p(snapshot.label)))
+    if snapshot.description:
+        pairs.append(("description", p(snapshot.description)))
     pairs += [
         ("status", status + (" (in place)" if snapshot.paused_in_place else "")),
         *([("waiting", p(waiting))] if waiting else []),
