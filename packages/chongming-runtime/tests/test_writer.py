@@ -6,6 +6,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 import pytest
@@ -804,6 +805,57 @@ def test_a_durable_write_during_a_flush_is_left_to_that_flush_without_waiting(
         time.sleep(0.01)
     assert sorted(told) == ["t1", "t2"]
     assert store.get("t2") is not None
+    writer.close()
+
+
+class _GatedMemory(InMemoryTaskStore):
+    """In memory, but its first write is held at a gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+        if not self.entered.is_set():
+            self.entered.set()
+            assert self.gate.wait(10)
+        return super().save_many(writes)
+
+
+@pytest.mark.parametrize("holder_flush", ["inline", "blocking"])
+def test_a_durable_write_left_to_a_flush_under_way_is_written_by_its_holder(
+    make_writer: Callable[..., StoreWriter], holder_flush: str
+) -> None:
+    # the recording thread neither waits nor wakes the background thread: the holder of
+    # the flush lock looks again once it released it
+    store = _GatedMemory()
+    writer = make_writer(store, clock=FakeClock(), flush_interval=60)
+    first = StateMachine.create("t1", "extract", clock=FakeClock())
+    second = StateMachine.create("t2", "extract", clock=FakeClock())
+    told: dict[str, threading.Thread] = {}
+    writer.record(first.snapshot)  # pending, not durable (no background thread is woken)
+    holding = (
+        writer.flush
+        if holder_flush == "blocking"
+        else partial(writer.record, first.snapshot.evolve(label="x"), on_durable=lambda: None)
+    )
+    holder = threading.Thread(target=holding)
+    holder.start()
+    assert store.entered.wait(10)  # the holder's flush holds the lock, its write at the gate
+    writer.record(second.snapshot, on_durable=lambda: told.update(t2=threading.current_thread()))
+    assert told == {}  # returned at once, untold
+    store.gate.set()
+    holder.join(10)
+    for _ in range(1000):
+        if "t2" in told:
+            break
+        time.sleep(0.01)
+    assert store.get("t2") is not None
+    if holder_flush == "inline":  # the holder took it after its own write
+        assert told["t2"] is holder
+    else:  # a blocking flush handed it to the background thread as it released the lock
+        assert told["t2"].name == "chongming-store-writer"
     writer.close()
 
 

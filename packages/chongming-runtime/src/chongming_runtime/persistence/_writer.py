@@ -198,6 +198,9 @@ class StoreWriter:
         self._start_lock = threading.Lock()
         self._wake = threading.Event()
         self._urgent = threading.Event()  # a durable write waits: skip the batching delay
+        # a durable write was recorded while another thread held the flush lock: left to
+        # that holder, which looks at this mark once it released the lock (`_flush_here`)
+        self._handoff = False
         # recorded writes, in order; `record` only appends (see `_take`), so a recording
         # thread never waits for a lock that a flush, or another recording thread, holds
         self._inbox: deque[_Write | _Forget] = deque()
@@ -313,8 +316,13 @@ class StoreWriter:
             self._flush(write)
         elif on_durable is not None:
             # a failing store is retried by the background thread at its own pace
-            if self._inline and self._healthy and self._flush_here():
-                return
+            if self._inline and self._healthy:
+                # set before the flush lock is tried: a holder that releases it afterwards
+                # sees the mark (see `_flush_here`)
+                self._handoff = True
+                flushed = self._flush_here()
+                if flushed or (flushed is None and not self._closed):
+                    return
             self._ensure_thread()
             if self._closed:
                 self._flush(write)  # no background thread any more: flush here
@@ -428,17 +436,23 @@ class StoreWriter:
         """Write everything pending now (group commit). Returns True when the store took it all."""
         return self._flush(None)
 
-    def _flush_here(self) -> bool:
+    def _flush_here(self) -> bool | None:
         """For a store written in memory: flush on this thread, unless another flush is
-        under way. Returns False when the flush was left to the background thread (another
-        one held the flush lock, or this one failed and must be retried later).
+        under way. Returns True when it wrote everything recorded, None when another thread
+        held the flush lock (that holder writes what was recorded: see below), and False
+        when the flush must be left to the background thread (this one failed and must be
+        retried later, or others kept recording).
 
         No thread switch and no batching delay: an in-memory write is cheaper than waking
-        the background thread. A caller that finds a flush under way does not wait for it.
+        the background thread. A caller that finds a flush under way does not wait for it,
+        nor wake the background thread: every holder looks again once it released the lock
+        (a holder here at the inbox, one in `_flush` at `_handoff`, which the caller set
+        before it tried the lock), so a write recorded before a failed try is never left.
         """
         for _ in range(_INLINE_ROUNDS):
             if not self._flush_lock.acquire(blocking=False):
-                return False  # the holder may have looked at the inbox before this write came
+                return None  # the holder looks again after its release
+            self._handoff = False  # this flush takes everything recorded so far
             try:
                 ok = self._flush_held()
             finally:
@@ -459,6 +473,7 @@ class StoreWriter:
         waited = not self._flush_lock.acquire(blocking=False)
         if waited:
             self._flush_lock.acquire()
+        self._handoff = False  # this flush takes everything recorded so far
         try:
             if write is not None and write.on_durable is None:  # `_take` took it (or told it)
                 return self._healthy
@@ -471,6 +486,11 @@ class StoreWriter:
             self._flush_lock.release()
             if self._gates:  # after the lock: a call may record a durable write of its own
                 self._open_gates()
+            if self._handoff and self._inbox:  # left to this holder by `_flush_here`
+                self._handoff = False
+                self._ensure_thread()
+                self._urgent.set()
+                self._wake.set()
 
     def _take(self, count: int) -> list[Callable[[], None]]:
         """Move the first `count` recorded writes into `_pending` (a task's writes become one
