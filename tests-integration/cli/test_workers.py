@@ -25,6 +25,7 @@ WORKER_TASKS = textwrap.dedent(
     """Tasks of the worker tests."""
     from __future__ import annotations
 
+    import os
     import time
     from typing import Any
 
@@ -48,6 +49,18 @@ WORKER_TASKS = textwrap.dedent(
         while True:
             ctx.checkpoint()
             time.sleep(0.01)
+
+
+    @task
+    def crash(ctx: Any) -> int:
+        """Ends its own process with exit code 3 (in a child process: only that attempt)."""
+        os._exit(3)
+
+
+    @task
+    def whose(ctx: Any) -> int:
+        """The pid of the process that runs the body."""
+        return os.getpid()
 
 
     @task
@@ -104,7 +117,7 @@ def _worker(workspace: Workspace, store: list[str], *extra: str) -> subprocess.P
     line = first_line(process.stderr, timeout=30)
     if line.startswith("note: created the task database"):  # the first to open the store
         line = first_line(process.stderr, timeout=30)
-    if not line.startswith("worker w-1 serves add, boom, nap, spin (every bucket"):
+    if not line.startswith("worker w-1 serves add, boom, crash, nap, spin, whose (every bucket"):
         process.kill()
         out, err = process.communicate()
         pytest.fail(f"the worker did not start: {line}{err}{out}")
@@ -145,7 +158,7 @@ def test_a_worker_fed_by_submit(workspace: Workspace, store: list[str]) -> None:
     try:
         [row] = _nodes(workspace, store)
         assert (row["owner"], row["live"], row["names"]) == (
-            "w-1", True, ["add", "boom", "nap", "spin"]
+            "w-1", True, ["add", "boom", "crash", "nap", "spin", "whose"]
         )  # fmt: skip
         listed = workspace.cli(*store, "nodes").stdout
         for shown in ("w-1", "max_parallel=3", "live"):
@@ -425,3 +438,25 @@ def test_a_paused_task_does_not_hold_the_shutdown_for_the_whole_grace(
     assert time.monotonic() - began < 30
     assert "stopping 1 task(s) not finished (1 paused, so it cannot finish): spin-p" in err
     assert _status(workspace, store, "spin-p")["status"] == "stopped"
+
+
+def test_a_worker_runs_each_body_in_a_child_process_with_executor_process(
+    workspace: Workspace, store: list[str]
+) -> None:
+    worker = _worker(workspace, store, "--executor", "process", "--max-parallel", "2")
+    try:
+        crashed = _submit(workspace, store, "crash")
+        ran = _submit(workspace, store, "whose")
+        for task_id in (crashed, ran):
+            _until(workspace, store, task_id, lambda s: s["status"] in ("failed", "succeeded"))
+        failed = _status(workspace, store, crashed)
+        assert (failed["status"], failed["failure"]["kind"]) == ("failed", "nonzero_exit")
+        assert "exited with code 3" in failed["failure"]["message"]
+        done = _status(workspace, store, ran)
+        assert done["status"] == "succeeded"
+        assert done["outcome"] != worker.pid  # not the worker's own process
+        assert worker.poll() is None  # the crash took only its child
+        code, err = _sigterm(worker)
+    finally:
+        _reap(worker)
+    assert code == 0, err

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 from typing import Any, Optional
 
 import pytest
 
-from chongming_cli import CliError
+from chongming_cli import EXIT_FAILED, CliError, main
 from chongming_cli._args import convert_args, split_args
 
 
@@ -124,3 +125,19 @@ def test_a_number_json_cannot_hold_is_refused_for_a_stored_task_only(text: str) 
     assert message.startswith(f"--arg ratio={text!r}: a durable task's arguments are stored")
     assert "write a finite number, e.g. --arg ratio=0.5" in message
     assert not math.isfinite(convert_args(typed, {"ratio": text}, task="typed")["ratio"])
+
+
+@pytest.mark.parametrize("command", ["submit", "run"])
+@pytest.mark.parametrize("bad", ["a\nb", "a\tb", "a\x1b[31mred"])
+def test_a_task_id_with_a_control_character_is_refused_before_anything_is_written(
+    command: str, bad: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "ids.db"
+    argv = ["--db", str(db), command, "add", "--task-id", bad]
+    if command == "run":
+        argv += ["--tasks", "chongming_cli.demo_tasks"]
+    assert main(argv) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "holds the control character" in err
+    assert not db.exists()

@@ -179,3 +179,36 @@ def test_a_resume_right_behind_a_pause_still_on_its_way_goes_behind_it(
     line = capsys.readouterr().out
     assert "a pause sent before it has not been applied yet" in line
     assert "applies both, in order, at its next poll" in line
+
+
+def test_a_resume_applied_in_the_store_is_confirmed_though_a_worker_claimed_it_at_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from chongming_runtime import Controller
+
+    path = str(tmp_path / "work.db")
+    with SqliteTaskStore(path) as store:
+        arguments: dict[str, Any] = {"args": [], "kwargs": {}}
+        m = StateMachine.create("parked", "worker", durable=True, arguments=arguments)
+        m.mark_queued(actor="web")
+        m.mark_paused(actor="web")  # paused before any worker took it
+        store.create(m.snapshot.evolve(lease_owner="web", lease_until=LONG_AGO), m.transitions)
+    resume = Controller.resume
+
+    def resumed_then_claimed(self: Controller, task_id: str) -> bool:
+        done = resume(self, task_id)
+        queued = self.store.get(task_id)  # a worker claims it before the console looks
+        assert queued is not None
+        claimed = StateMachine(queued)
+        claimed.mark_starting(executor="thread", actor="w-1")
+        self.store.save(
+            claimed.snapshot.evolve(lease_owner="w-1", lease_until=TOMORROW),
+            expect_version=queued.status_version,
+            transitions=claimed.transitions[-1:],
+        )
+        return done
+
+    monkeypatch.setattr(Controller, "resume", resumed_then_claimed)
+    report, _ = _control(path, capsys, "resume", "parked")
+    assert (report["outcome"], report["command_sent"]) == ("confirmed", False)
+    assert _commands(path) == []

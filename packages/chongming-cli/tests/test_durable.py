@@ -3,19 +3,22 @@
 
 from __future__ import annotations
 
+import io
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from chongming_cli import CliError
 from chongming_cli._args import ENQUEUE_ARG_NAMES, split_args
+from chongming_cli._commands import Console
 from chongming_cli._durable import _limits, _wait, ended_summary
 from chongming_cli._parser import build_parser
 from chongming_cli._session import NodeOptions
 from chongming_cli._stores import StoreLocation
 from chongming_cli._when import parse_duration, parse_moment
-from chongming_core import FakeClock, InMemoryTaskStore, TaskSnapshot, TaskStatus
+from chongming_core import FakeClock, InMemoryTaskStore, TaskSnapshot, TaskStatus, TaskStore
 from chongming_runtime import Controller, TaskOutcome
 
 NOW = datetime(2026, 10, 2, 8, 0, tzinfo=UTC)
@@ -89,34 +92,85 @@ def test_fleet_limits() -> None:
         _limits(["gpu=1", "gpu=2"])
 
 
+#: The node options of a console on ``--db t.db``.
+NODE = NodeOptions(
+    StoreLocation(url="sqlite:///t.db", label="t.db", source="--db"),
+    num_buckets=None,
+    owned_buckets=None,
+    owner=None,
+)
+
+
+def _hold(store: TaskStore, task_id: str, owner: str) -> None:
+    """Move queued `task_id` to running under `owner`'s lease (30 s from NOW), as a worker
+    that claimed it would."""
+    queued = store.get(task_id)
+    assert queued is not None
+    held = queued.evolve(
+        status=TaskStatus.RUNNING, lease_owner=owner, lease_until=NOW + timedelta(seconds=30)
+    )
+    store.save(held, expect_version=queued.status_version)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(NOW)
+
+
+@pytest.fixture
+def console(clock: FakeClock) -> Iterator[Controller]:
+    """A console's controller on a store in memory, at NOW."""
+    with Controller(store=InMemoryTaskStore(), owner="console", clock=clock) as made:
+        yield made
+
+
 def test_a_wait_given_up_says_what_the_store_holds_of_the_task(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, console: Controller
 ) -> None:
-    store = InMemoryTaskStore()
-    clock = FakeClock(NOW)
-    with Controller(store=store, owner="console", clock=clock) as console:
-        task_id = console.enqueue("add", 1)
+    store = console.store
+    task_id = console.enqueue("add", 1)
 
-        def interrupted(task_id: str, timeout: float | None = None) -> TaskOutcome:
+    def interrupted(task_id: str, timeout: float | None = None) -> TaskOutcome:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(console, "wait", interrupted)
+    quiet = Console(out=io.StringIO(), err=io.StringIO(), environ={})
+    with pytest.raises(CliError) as caught:
+        _wait(console, task_id, None, NODE, quiet)
+    said = str(caught.value)
+    assert f"task '{task_id}' is queued in the store, waiting for a worker" in said
+    assert "nothing was changed" in said
+    assert "still runs" not in said
+    _hold(store, task_id, "w-1")
+    with pytest.raises(CliError, match="is running in the store, held by 'w-1'"):
+        _wait(console, task_id, None, NODE, quiet)
+
+
+def test_a_wait_says_once_that_the_holder_stopped_renewing_its_lease(
+    monkeypatch: pytest.MonkeyPatch, console: Controller, clock: FakeClock
+) -> None:
+    store = console.store
+    _hold(store, task_id := console.enqueue("add", 1), "w-1")
+    polls: list[float | None] = []
+
+    def polled(task_id: str, timeout: float | None = None) -> TaskOutcome:
+        polls.append(timeout)
+        if len(polls) == 2:
+            clock.advance(40)  # its lease ran out 10 s ago: nobody renews it
+        if len(polls) == 5:
             raise KeyboardInterrupt
+        raise TimeoutError
 
-        monkeypatch.setattr(console, "wait", interrupted)
-        location = StoreLocation(url="sqlite:///t.db", label="t.db", source="--db")
-        node = NodeOptions(location, num_buckets=None, owned_buckets=None, owner=None)
-        with pytest.raises(CliError) as caught:
-            _wait(console, task_id, None, node)
-        said = str(caught.value)
-        assert f"task '{task_id}' is queued in the store, waiting for a worker" in said
-        assert "nothing was changed" in said
-        assert "still runs" not in said
-        queued = store.get(task_id)
-        assert queued is not None
-        held = queued.evolve(
-            status=TaskStatus.RUNNING, lease_owner="w-1", lease_until=NOW + timedelta(seconds=30)
-        )
-        store.save(held, expect_version=queued.status_version)
-        with pytest.raises(CliError, match="is running in the store, held by 'w-1'"):
-            _wait(console, task_id, None, node)
+    monkeypatch.setattr(console, "wait", polled)
+    err = io.StringIO()
+    with pytest.raises(CliError, match="interrupted: stopped waiting"):
+        _wait(console, task_id, None, NODE, Console(out=io.StringIO(), err=err, environ={}))
+    notes = err.getvalue().splitlines()
+    assert notes == [
+        f"task '{task_id}' is running, but its holder 'w-1' stopped renewing its lease "
+        "10.0s ago: nobody ends it until chongming-task --db t.db reconcile marks it lost "
+        "(then `retry` queues it again); still waiting"
+    ]
 
 
 @pytest.mark.parametrize("name", sorted(ENQUEUE_ARG_NAMES))
@@ -168,3 +222,15 @@ def test_status_shows_a_durable_tasks_arguments_as_a_call_reads() -> None:
     assert long.endswith("… (--json shows them all)")
     assert len(long) < 260
     assert shown(None, durable=False) == []  # a submitted task stores none
+
+
+def test_a_task_another_worker_took_over_is_not_counted_as_ended() -> None:
+    # marked lost while this worker was frozen, queued again and claimed by another worker
+    outcomes = [_outcome("frz", TaskStatus.STOPPED), _outcome("ok", TaskStatus.SUCCEEDED)]
+    stored = {"frz": TaskStatus.RUNNING, "ok": TaskStatus.SUCCEEDED}
+    summary, differences = ended_summary(outcomes, stored)
+    assert summary == "1 running under another worker, 1 succeeded"
+    assert differences == [
+        "task 'frz' ended stopped here, but the store holds running: another process wrote "
+        "it first (its record wins)"
+    ]

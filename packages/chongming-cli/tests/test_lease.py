@@ -7,6 +7,7 @@ whose holder renews its lease (it ends tomorrow), one whose holder died long ago
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
 import socket
@@ -259,3 +260,37 @@ def test_status_shows_the_description_when_the_task_has_one(
     assert lines[2] == "description: Rebuild the nightly index"
     assert main(["--db", path, "status", "bare"]) == EXIT_OK
     assert "description" not in capsys.readouterr().out
+
+
+def test_nodes_shows_a_worker_of_this_host_whose_process_is_gone(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True, check=True, timeout=60)  # fmt: skip
+    path = str(tmp_path / "nodes.db")
+    now = datetime.now(UTC)
+    with SqliteTaskStore(path) as store:
+        for owner, host, pid in (("w-dead", socket.gethostname(), int(gone.stdout)),
+                                 ("w-here", socket.gethostname(), os.getpid()),
+                                 ("w-far", "another-host", int(gone.stdout))):  # fmt: skip
+            store.register_worker(
+                WorkerRecord(
+                    owner=owner,
+                    host=host,
+                    pid=pid,
+                    buckets=None,
+                    names=("worker",),
+                    capacity={},
+                    started_at=now,
+                    last_seen=now,
+                    lease_until=now + timedelta(minutes=5),
+                )
+            )
+    assert main(["--db", path, "nodes", "--json"]) == EXIT_OK
+    rows = {r["owner"]: (r["live"], r["process_gone"]) for r in json.loads(capsys.readouterr().out)}
+    assert rows == {"w-dead": (True, True), "w-here": (True, False), "w-far": (True, False)}
+    assert main(["--db", path, "nodes"]) == EXIT_OK
+    states = {
+        line.split()[0]: line.split()[-1] for line in capsys.readouterr().out.splitlines()[2:]
+    }
+    assert states == {"w-dead": "gone", "w-here": "live", "w-far": "live"}

@@ -8,7 +8,14 @@ from collections.abc import Callable
 
 import pytest
 
-from chongming_core import ConcurrencyConflict, SnapshotWrite, TaskQuery, TaskStatus
+from chongming_core import (
+    ConcurrencyConflict,
+    SnapshotWrite,
+    StateMachine,
+    StoreError,
+    TaskQuery,
+    TaskStatus,
+)
 from chongming_store_contract import build_task, next_version
 from chongming_store_postgres import PostgresTaskStore
 from chongming_store_postgres._writes import batch_params, prepare
@@ -218,3 +225,20 @@ def test_a_single_write_sends_its_arrays_as_typed_text_and_reads_back_exactly(
         assert store.save_many([SnapshotWrite(snapshot, None, transitions)]) == []
         assert store.get(snapshot.task_id) == snapshot
         assert store.history(snapshot.task_id) == list(transitions)
+
+
+def test_a_value_too_large_to_index_is_one_clear_error_and_writes_nothing(
+    store: PostgresTaskStore,
+) -> None:
+    import string
+
+    rng = random.Random(7)  # random letters: PostgreSQL cannot compress them under the limit
+    huge = "".join(rng.choice(string.ascii_letters) for _ in range(20_000))
+    m = StateMachine.create(huge, "extract")
+    with pytest.raises(StoreError) as caught:
+        store.create(m.snapshot)
+    said = str(caught.value)
+    assert "a value is too large for PostgreSQL to index" in said
+    assert "keep each of them short" in said
+    assert "unexpected" not in said
+    assert store.get(huge) is None

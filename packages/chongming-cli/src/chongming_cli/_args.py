@@ -28,6 +28,7 @@ import json
 import math
 import types
 import typing
+import unicodedata
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -36,6 +37,7 @@ from chongming_cli._exit import CliError
 __all__ = [
     "ENQUEUE_ARG_NAMES",
     "RESERVED_ARG_NAMES",
+    "checked_task_id",
     "convert_args",
     "parse_arg_value",
     "parse_task_args",
@@ -252,3 +254,22 @@ def _example(name: str, annotation: Any) -> str:
     if isinstance(origin, type) and issubclass(origin, list | tuple | set | frozenset):
         return f"JSON, e.g. --arg {name}='[1, 2]'"
     return f"""its value as JSON, e.g. --arg {name}='"text"' or --arg {name}=3"""
+
+
+def checked_task_id(task_id: str | None) -> str | None:
+    """`--task-id` as given, refused when it holds a control character (a newline, a tab,
+    an escape sequence): every view shows such an id escaped, so it could never be pasted
+    back into a command, and an escape sequence would reach the terminal raw.
+
+    Raises:
+        CliError: one line naming the character.
+    """
+    if task_id is None:
+        return None
+    for char in task_id:
+        if unicodedata.category(char) == "Cc":
+            raise CliError(
+                f"--task-id {task_id!r} holds the control character {char!r}: an id is "
+                "typed and pasted back into commands, so give one of printable characters"
+            )
+    return task_id

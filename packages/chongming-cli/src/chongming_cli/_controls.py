@@ -30,11 +30,12 @@ from typing import Any
 from chongming_cli._commands import Command, Console, unknown_task
 from chongming_cli._exit import EXIT_OK, CliError
 from chongming_cli._hints import suggest
+from chongming_cli._holders import dead_holder_pid
 from chongming_cli._output import lease_expired_for, write_json
 from chongming_cli._session import NodeOptions, open_controller
 from chongming_core import Command as StoredCommand
-from chongming_core import StateMachine, TaskSnapshot, TaskStatus, WorkerRecord
-from chongming_runtime import Controller, format_elapsed, printable, worker_process_gone
+from chongming_core import StateMachine, TaskSnapshot, TaskStatus
+from chongming_runtime import Controller, format_elapsed, printable
 
 __all__ = ["CONTROLS", "ControlReport"]
 
@@ -156,27 +157,21 @@ def _find(controller: Controller, task_id: str, action: str, node: NodeOptions) 
     gone = lease_expired_for(snapshot, controller.clock.now()) if snapshot.lease_owner else None
     dead_pid = None
     if gone is None and snapshot.lease_owner and not snapshot.is_terminal:
-        dead_pid = _dead_holder(controller, snapshot.lease_owner)
+        dead_pid = dead_holder_pid(controller, snapshot.lease_owner)
     return _Found(task_id, action, snapshot, node, gone, dead_pid)
 
 
-def _dead_holder(controller: Controller, owner: str) -> int | None:
-    """The pid of worker `owner` when it is a worker of this host whose process is gone."""
-    store = controller.store
-    if not store.supports_durable_work:
-        return None
-    for row in store.workers():
-        if isinstance(row, WorkerRecord) and row.owner == owner and worker_process_gone(row):
-            return row.pid
-    return None
-
-
-def _applied_unheld(controller: Controller, task_id: str, status: TaskStatus) -> bool:
-    """Whether a control just accepted took effect in the store already: the task is a
-    durable one that no worker holds, now at `status` (`Controller.stop` and `resume`
-    apply a control of such a task at once instead of sending a command to nobody)."""
-    after = controller.get(task_id)
-    return after is not None and after.durable and after.status is status and not after.lease_owner
+def _applied_unheld(controller: Controller, found: _Found, status: TaskStatus) -> bool:
+    """Whether a control just accepted took effect in the store already: this process wrote
+    the task's move to `status` itself (`Controller.stop`, `pause` and `resume` apply a
+    control of a durable task that no worker holds at once instead of sending a command to
+    nobody). Read from the task's history, not its status: a worker may claim a task
+    resumed so a moment later, and it is then no longer `queued` nor unheld."""
+    before = found.snapshot.status_version if found.snapshot is not None else 0
+    return any(
+        t.status_version > before and t.to_status is status and t.actor == controller.owner
+        for t in controller.history(found.task_id)
+    )
 
 
 def _unfinished(found: _Found) -> ControlReport | None:
@@ -214,7 +209,7 @@ def _stop(controller: Controller, args: argparse.Namespace, node: NodeOptions) -
     if not controller.stop(args.task_id, reason=args.reason):
         latest = _unfinished(_find(controller, args.task_id, "stop", node))
         return latest or found.refused(f"the stop of task {shown} was not accepted; retry it")
-    if _applied_unheld(controller, args.task_id, _S.STOPPED):
+    if _applied_unheld(controller, found, _S.STOPPED):
         return found.report(
             CONFIRMED,
             f"task {shown} is stopped: no worker held it yet, so the stop was applied in the store",
@@ -274,7 +269,7 @@ def _pause(controller: Controller, args: argparse.Namespace, node: NodeOptions) 
             "nothing was sent"
         )
     if controller.pause(args.task_id):  # taken in the store directly: no command was sent
-        if _applied_unheld(controller, args.task_id, _S.PAUSED):
+        if _applied_unheld(controller, found, _S.PAUSED):
             return found.report(
                 CONFIRMED,
                 f"task {shown} is paused: no worker held it yet, so the pause was applied in "
@@ -300,7 +295,7 @@ def _resume(controller: Controller, args: argparse.Namespace, node: NodeOptions)
     assert found.snapshot is not None
     # a running task is resumed too when a pause of it is still on its way (D181)
     if controller.resume(args.task_id):
-        if _applied_unheld(controller, args.task_id, _S.QUEUED):
+        if _applied_unheld(controller, found, _S.QUEUED):
             return found.report(
                 CONFIRMED,
                 f"task {shown} is queued again: no worker held it yet, so the resume was "

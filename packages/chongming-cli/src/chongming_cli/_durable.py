@@ -21,10 +21,17 @@ from datetime import UTC, datetime, timedelta
 from types import FrameType
 from typing import Any
 
-from chongming_cli._args import ENQUEUE_ARG_NAMES, convert_args, parse_arg_value, split_args
+from chongming_cli._args import (
+    ENQUEUE_ARG_NAMES,
+    checked_task_id,
+    convert_args,
+    parse_arg_value,
+    split_args,
+)
 from chongming_cli._commands import Console
 from chongming_cli._exit import EXIT_FAILED, EXIT_OK, EXIT_TASK_NOT_SUCCEEDED, CliError
 from chongming_cli._hints import suggest
+from chongming_cli._holders import holder_gone
 from chongming_cli._loading import check_task_args, load_task_module, task_function
 from chongming_cli._output import (
     format_outcome,
@@ -40,12 +47,14 @@ from chongming_core import InMemoryTaskStore, StoreError, TaskStatus, TaskStore,
 from chongming_runtime import (
     Controller,
     Job,
+    ProcessExecutor,
     TaskOutcome,
     TaskRun,
     active_by_worker,
     describe_buckets,
     format_elapsed,
     printable,
+    worker_process_gone,
 )
 
 __all__ = ["cmd_nodes", "cmd_submit", "cmd_worker"]
@@ -115,6 +124,7 @@ def cmd_submit(args: argparse.Namespace, node: NodeOptions, console: Console) ->
             f"--priority {args.priority} is out of range: stores keep it as a 64-bit integer "
             f"({-(2**63)} to {2**63 - 1})"
         )
+    task_id = checked_task_id(args.task_id)
     kwargs, loaded = _kwargs(args, console)
     with open_controller(node, create=True, noted=console.note) as controller:
         if loaded:  # its description, tags and attempt budget are written with the task
@@ -123,7 +133,7 @@ def cmd_submit(args: argparse.Namespace, node: NodeOptions, console: Console) ->
         # (a parameter may be called `name`, `tags`, `delay`...)
         (task_id,) = controller.enqueue_many(
             args.task,
-            [Job(task_id=args.task_id, **kwargs)],
+            [Job(task_id=task_id, **kwargs)],
             label=args.label,
             tags=args.tag,
             priority=args.priority,
@@ -140,7 +150,7 @@ def cmd_submit(args: argparse.Namespace, node: NodeOptions, console: Console) ->
             f"enqueued task {printable(repr(task_id))} ({printable(args.task)}); waiting for a "
             f"worker to run it (Ctrl-C stops the waiting, not the task)"
         )
-        outcome = _wait(controller, task_id, args.timeout, node)
+        outcome = _wait(controller, task_id, args.timeout, node, console)
     if args.json:
         write_json(console.out, outcome_document(outcome))
     else:
@@ -149,30 +159,54 @@ def cmd_submit(args: argparse.Namespace, node: NodeOptions, console: Console) ->
 
 
 def _wait(
-    controller: Controller, task_id: str, timeout: float | None, node: NodeOptions
+    controller: Controller,
+    task_id: str,
+    timeout: float | None,
+    node: NodeOptions,
+    console: Console,
 ) -> TaskOutcome:
     deadline = None if timeout is None else time.monotonic() + timeout
     follow = suggest(node, "status", task_id)
+    warned = False
     try:
         while True:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
-                snapshot = controller.get(task_id)
-                state = "unknown" if snapshot is None else snapshot.status.value
                 raise CliError(
                     f"task {printable(repr(task_id))} did not end within {timeout:g}s (it is "
-                    f"{state}); nothing was changed; follow it with: {follow}"
+                    f"{_state_of(controller, task_id)}); nothing was changed; follow it with: "
+                    f"{follow}"
                 )
             try:
                 return controller.wait(task_id, 1.0 if left is None else min(1.0, left))
             except TimeoutError:
-                continue
+                pass
+            if not warned:  # said once: a frozen worker may come back and renew its lease
+                snapshot = controller.get(task_id)
+                gone = None if snapshot is None else holder_gone(controller, snapshot)
+                if snapshot is not None and gone is not None:
+                    warned = True
+                    console.note(
+                        f"task {printable(repr(task_id))} is {snapshot.status.value}, but "
+                        f"{gone}: nobody ends it until {suggest(node, 'reconcile')} marks it "
+                        "lost (then `retry` queues it again); still waiting"
+                    )
     except KeyboardInterrupt:
         raise CliError(
             f"interrupted: stopped waiting; task {printable(repr(task_id))} "
             f"{_where_it_is(controller, task_id)}, and nothing was changed; follow it with: "
             f"{follow}"
         ) from None
+
+
+def _state_of(controller: Controller, task_id: str) -> str:
+    """``queued: no worker serves 'x'``, ``running``: the status the store holds, and why a
+    queued one waits when that is known."""
+    snapshot = controller.get(task_id)
+    if snapshot is None:
+        return "unknown"
+    why = controller.waiting_reasons([snapshot]).get(task_id)
+    return snapshot.status.value if why is None else f"{snapshot.status.value}: {why}"
 
 
 def _where_it_is(controller: Controller, task_id: str) -> str:
@@ -307,6 +341,7 @@ def cmd_worker(args: argparse.Namespace, node: NodeOptions, console: Console) ->
                 owned_buckets=node.owned_buckets,
                 max_parallel=args.max_parallel,
                 fleet_limits=fleet,
+                executor=ProcessExecutor() if args.executor == "process" else None,
             )
         except BaseException:
             store.close()
@@ -320,7 +355,8 @@ def cmd_worker(args: argparse.Namespace, node: NodeOptions, console: Console) ->
                 buckets = "every bucket" if owned is None else f"buckets {describe_buckets(owned)}"
                 console.note(
                     f"worker {printable(controller.owner)} serves {', '.join(names)} "
-                    f"({buckets}, up to {args.max_parallel} at once) from "
+                    f"({buckets}, up to {args.max_parallel} at once"
+                    f"{', each in a child process' if args.executor == 'process' else ''}) from "
                     f"{node.location.label}; stop it with Ctrl-C or SIGTERM (a second one "
                     "stops at once)"
                 )
@@ -375,7 +411,10 @@ def ended_summary(
     differences: list[str] = []
     for outcome in outcomes:
         status = stored.get(outcome.task_id, outcome.status)
-        ended[status.value] = ended.get(status.value, 0) + 1
+        # unfinished in the store: marked lost while this worker was frozen, queued again
+        # and claimed by another worker, which holds it now
+        key = status.value if status.is_terminal else f"{status.value} under another worker"
+        ended[key] = ended.get(key, 0) + 1
         if status is not outcome.status:
             differences.append(
                 f"task {printable(repr(outcome.task_id))} ended {outcome.status.value} here, "
@@ -409,8 +448,18 @@ def _worker_document(worker: WorkerRecord, now: datetime, active: int) -> dict[s
         "last_seen": worker.last_seen.isoformat(),
         "lease_until": worker.lease_until.isoformat(),
         "live": worker.is_live(now),
+        # a worker of this host whose process no longer runs, its lease not ended yet
+        "process_gone": worker_process_gone(worker),
         "active": active,
     }
+
+
+def _state_text(worker: WorkerRecord, now: datetime) -> str:
+    """``live``, ``expired``, or ``gone`` for a worker of this host whose process no
+    longer runs though its lease has not ended (it renews nothing any more)."""
+    if not worker.is_live(now):
+        return "expired"
+    return "gone" if worker_process_gone(worker) else "live"
 
 
 def cmd_nodes(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
@@ -437,7 +486,7 @@ def cmd_nodes(args: argparse.Namespace, node: NodeOptions, console: Console) -> 
             str(active[w.owner]),
             format_time(w.started_at),
             f"{format_elapsed(max(0.0, (now - w.last_seen).total_seconds()))} ago",
-            "live" if w.is_live(now) else "expired",
+            _state_text(w, now),
         ]
         for w in workers
     ]

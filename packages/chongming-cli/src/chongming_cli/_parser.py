@@ -395,6 +395,12 @@ def _durable_commands(command: Callable[..., argparse.ArgumentParser]) -> None:
         help="tasks run at once (default 4)",
     )
     worker.add_argument(
+        "--executor",
+        choices=("thread", "process"),
+        default="thread",
+        help="run each task's body in a thread (default) or a child process of its own",
+    )
+    worker.add_argument(
         "--grace",
         metavar="SECONDS",
         type=_non_negative_seconds,

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-from chongming_cli._args import convert_args, split_args
+from chongming_cli._args import checked_task_id, convert_args, split_args
 from chongming_cli._commands import Console
 from chongming_cli._exit import EXIT_OK, EXIT_TASK_NOT_SUCCEEDED, CliError
 from chongming_cli._hints import suggest
@@ -63,7 +63,7 @@ class _Signals:
 
 def _submit_options(args: argparse.Namespace) -> dict[str, Any]:
     options: dict[str, Any] = {
-        "task_id": args.task_id,
+        "task_id": checked_task_id(args.task_id),
         "label": args.label,
         "tags": args.tag,
         "priority": args.priority,

@@ -135,6 +135,13 @@ class ErrorContext:
                 f"{prefix}: the statement was cancelled ({detail}); if a statement_timeout is "
                 "set for this role, raise it"
             )
+        if isinstance(exc, pg_errors.ProgramLimitExceeded):
+            return StoreError(
+                f"{prefix}: a value is too large for PostgreSQL to index ({detail}); nothing "
+                "was written. Task ids, names, tags, bucket keys and owner names are indexed, "
+                "and an index entry holds at most about 2,700 bytes: keep each of them short "
+                "(put long text in the task's arguments or description instead)"
+            )
         if isinstance(exc, pg_errors.NumericValueOutOfRange):
             return StoreError(
                 f"{prefix}: a number does not fit ({detail}); integers must fit in 64 bits"
