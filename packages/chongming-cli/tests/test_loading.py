@@ -77,8 +77,15 @@ def modules(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     )
     (tmp_path / "broken_mod.py").write_text("raise RuntimeError('bad config')\n", "utf-8")
     (tmp_path / "empty_register_mod.py").write_text("def register(c):\n    pass\n", "utf-8")
+    (tmp_path / "exiting_mod.py").write_text("raise SystemExit(5)\n", "utf-8")
     yield tmp_path
-    for name in ("decorated_mod", "explicit_mod", "broken_mod", "empty_register_mod"):
+    for name in (
+        "decorated_mod",
+        "explicit_mod",
+        "broken_mod",
+        "empty_register_mod",
+        "exiting_mod",
+    ):
         sys.modules.pop(name, None)
 
 
@@ -97,6 +104,7 @@ def test_register_function_wins_over_decorated_functions() -> None:
         ("no_such_module_x", "no module named 'no_such_module_x'"),
         ("broken_mod", "RuntimeError: bad config"),
         ("empty_register_mod", "registered no task"),
+        ("exiting_mod", r"called exit\(5\); a task module only defines tasks"),
         ("pkg/tasks.py", "write --tasks pkg.tasks"),
         ("1bad", "is not a module name"),
     ],

@@ -100,6 +100,11 @@ def import_task_module(name: str) -> ModuleType:
             f"importing the task module {name!r} failed: {type(exc).__name__}: {exc}; "
             "fix the module (run with --debug for the traceback)"
         ) from exc
+    except SystemExit as exc:  # a module that ends the process as it is imported
+        raise CliError(
+            f"importing the task module {name!r} called exit({exc.code!r}); a task module "
+            'only defines tasks: keep a script\'s work under `if __name__ == "__main__":`'
+        ) from exc
 
 
 def load_task_module(controller: Controller, name: str) -> list[str]:
