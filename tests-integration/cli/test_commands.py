@@ -594,12 +594,20 @@ def test_stored_text_never_drives_the_terminal(workspace: Workspace) -> None:
     show their control characters escaped, so none reaches the terminal as it is."""
     hostile = "evil\x1b]0;pwned\x07\x1b[2J"
     db = str(workspace.db)
-    done = workspace.cli(
+    refused = workspace.cli(
         "--db", db, "run", "add", *TASKS, "--arg", "a=1", "--task-id", "h\x1b[31m1",
-        "--label", hostile,
     )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    assert "\x1b" not in done.stderr  # the "running task ... stop it with" line
+    assert refused.returncode == 1  # the console gives no such id (D196)
+    assert "holds the control character '\\x1b'" in refused.stderr
+    assert "\x1b" not in refused.stderr
+    # another producer may: written through the library
+    from chongming_runtime import Controller
+    from chongming_store_sqlite import SqliteTaskStore
+
+    with Controller(store=SqliteTaskStore(db)) as producer:
+        producer.register("add", lambda ctx, a: a)
+        run = producer.submit("add", 1, task_id="h\x1b[31m1", label=hostile)
+        assert run.wait(30).ok
     for args in (["ps"], ["status", "h\x1b[31m1"], ["history", "h\x1b[31m1"]):
         shown = workspace.cli("--db", db, *args)
         assert shown.returncode == 0, shown.stderr
