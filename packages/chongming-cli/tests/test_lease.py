@@ -294,3 +294,22 @@ def test_nodes_shows_a_worker_of_this_host_whose_process_is_gone(
         line.split()[0]: line.split()[-1] for line in capsys.readouterr().out.splitlines()[2:]
     }
     assert states == {"w-dead": "gone", "w-here": "live", "w-far": "live"}
+
+
+def test_buckets_warns_of_buckets_past_this_nodes_count(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(tmp_path / "counted.db")
+    with SqliteTaskStore(path) as store:
+        for task_id, bucket in (("in-range", 2), ("past", 26)):
+            m = StateMachine.create(task_id, "worker", bucket=bucket, clock=FakeClock())
+            m.mark_queued()
+            store.create(m.snapshot, m.transitions)
+    assert main(["--db", path, "--num-buckets", "4", "buckets", "--json"]) == EXIT_OK
+    captured = capsys.readouterr()
+    owned = {r["bucket"]: r["owned"] for r in json.loads(captured.out)["buckets"]}
+    assert owned == {2: True, 26: False}
+    assert captured.err.startswith("warning: bucket(s) 26 hold tasks, but this node counts 4")
+    assert "give every node, producers too, the same --num-buckets" in captured.err
+    assert main(["--db", path, "buckets"]) == EXIT_OK  # 64 buckets: both are in range
+    assert capsys.readouterr().err == ""

@@ -69,6 +69,30 @@ def test_no_live_worker_owns_the_bucket() -> None:
     assert _reason(_task(), [*workers, _worker("w4")]) is None
 
 
+def test_a_bucket_past_every_live_workers_count_says_so() -> None:
+    def counting(owner: str, count: int | None, buckets: tuple[int, ...]) -> WorkerRecord:
+        row = _worker(owner, buckets=buckets)
+        capacity = {} if count is None else {"num_buckets": count}
+        return WorkerRecord(**{**_fields(row), "capacity": capacity})
+
+    four = [counting("w1", 4, (0, 1)), counting("w2", 4, (2, 3))]
+    assert _reason(_task(bucket=26), four) == (
+        "no live worker owns bucket 26: the live workers count 4 buckets (--num-buckets), "
+        "so none ever owns it; it was enqueued by a node counting more: give every node "
+        "the same count"
+    )
+    # a bucket within the count is only not owned now: no hint
+    assert _reason(_task(bucket=26), [counting("w1", 64, (0,))]) == "no live worker owns bucket 26"
+    # a row that does not say its count (an older worker): nothing is claimed
+    assert _reason(_task(bucket=26), [*four, counting("w3", None, (5,))]) == (
+        "no live worker owns bucket 26"
+    )
+
+
+def _fields(row: WorkerRecord) -> dict[str, object]:
+    return {name: getattr(row, name) for name in WorkerRecord.__dataclass_fields__}
+
+
 def test_due_later() -> None:
     later = NOW + timedelta(minutes=5)
     assert _reason(_task(run_at=later), [_worker()]) == "due at 2026-10-02 08:05:00 UTC"

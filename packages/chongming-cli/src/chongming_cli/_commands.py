@@ -263,7 +263,8 @@ def cmd_buckets(args: argparse.Namespace, node: NodeOptions, console: Console) -
         counts = controller.bucket_counts()
         num_buckets = controller.bucket_policy.num_buckets
         rows = [
-            {"bucket": b, "tasks": n, "owned": controller.owns_bucket(b)}
+            # a bucket past this node's count is no bucket of its own, whatever it owns
+            {"bucket": b, "tasks": n, "owned": b < num_buckets and controller.owns_bucket(b)}
             for b, n in sorted(counts.items())
         ]
     if args.json:
@@ -274,6 +275,15 @@ def cmd_buckets(args: argparse.Namespace, node: NodeOptions, console: Console) -
                 ("BUCKET", "TASKS", "OWNED"),
                 [[str(r["bucket"]), str(r["tasks"]), "yes" if r["owned"] else "no"] for r in rows],
             )
+        )
+    beyond = [r for r in rows if r["bucket"] >= num_buckets]
+    if beyond:
+        shown = ", ".join(str(r["bucket"]) for r in beyond[:10])
+        console.note(
+            f"warning: bucket(s) {shown} hold tasks, but this node counts {num_buckets} "
+            "buckets: a node that counts more wrote them, and no node counting "
+            f"{num_buckets} ever claims them; give every node, producers too, the same "
+            "--num-buckets"
         )
     _unreadable_failure(console, unreadable_in(counts), "they are counted in no bucket")
     return EXIT_OK

@@ -528,6 +528,9 @@ class Controller:
                     "limits": dict(limits) if limits else {},
                     "max_parallel_per_bucket": self.max_parallel_per_bucket,
                     "fleet_limits": dict(self._fleet_limits),
+                    # what its buckets are counted in: a producer counting otherwise puts
+                    # tasks in buckets no worker owns (the waiting reason says so)
+                    "num_buckets": self.bucket_policy.num_buckets,
                 },
                 interval=self._poll_interval,
                 note=self._writer.note,

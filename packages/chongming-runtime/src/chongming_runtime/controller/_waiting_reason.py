@@ -89,7 +89,7 @@ def waiting_reason(
     if not able:
         if bucket is None:
             return "no live worker owns every bucket, as a task without a bucket needs"
-        return f"no live worker owns bucket {bucket}"
+        return f"no live worker owns bucket {bucket}" + _counted_fewer(bucket, workers, now)
     due = snapshot.run_at
     if due is not None and due > now:
         return f"due at {_shown_time(due)}"
@@ -97,6 +97,24 @@ def waiting_reason(
         live = [w for w in workers if w.is_live(now)]
         return _fleet_full(snapshot, able, fleet_held, fleet_limits_of(live))
     return None
+
+
+def _counted_fewer(bucket: int, workers: Iterable[WorkerRecord], now: datetime) -> str:
+    """The hint for a task whose bucket is past the bucket count of every live worker
+    (their rows carry ``capacity["num_buckets"]``): its producer counted more buckets, so
+    no worker will ever own it. Empty when some live worker counts enough, or a row does
+    not say."""
+    said = [w.capacity.get("num_buckets") for w in workers if w.is_live(now)]
+    counts = [n for n in said if type(n) is int]
+    if not counts or len(counts) != len(said):
+        return ""
+    most = max(counts)
+    if bucket < most:
+        return ""
+    return (
+        f": the live workers count {most} buckets (--num-buckets), so none ever owns it; "
+        "it was enqueued by a node counting more: give every node the same count"
+    )
 
 
 def _shown_time(moment: datetime) -> str:
