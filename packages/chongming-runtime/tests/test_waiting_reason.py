@@ -23,9 +23,12 @@ def _worker(
     live: bool = True,
     fleet_limits: dict[str, object] | None = None,
     registered_tags: dict[str, object] | None = None,
+    num_buckets: int | None = None,
 ) -> WorkerRecord:
     until = NOW + timedelta(seconds=30) if live else NOW - timedelta(seconds=1)
     capacity: dict[str, object] = {}
+    if num_buckets is not None:
+        capacity["num_buckets"] = num_buckets
     if fleet_limits is not None:
         capacity["fleet_limits"] = fleet_limits
     if registered_tags is not None:
@@ -71,9 +74,7 @@ def test_no_live_worker_owns_the_bucket() -> None:
 
 def test_a_bucket_past_every_live_workers_count_says_so() -> None:
     def counting(owner: str, count: int | None, buckets: tuple[int, ...]) -> WorkerRecord:
-        row = _worker(owner, buckets=buckets)
-        capacity = {} if count is None else {"num_buckets": count}
-        return WorkerRecord(**{**_fields(row), "capacity": capacity})
+        return _worker(owner, buckets=buckets, num_buckets=count)
 
     four = [counting("w1", 4, (0, 1)), counting("w2", 4, (2, 3))]
     assert _reason(_task(bucket=26), four) == (
@@ -87,10 +88,6 @@ def test_a_bucket_past_every_live_workers_count_says_so() -> None:
     assert _reason(_task(bucket=26), [*four, counting("w3", None, (5,))]) == (
         "no live worker owns bucket 26"
     )
-
-
-def _fields(row: WorkerRecord) -> dict[str, object]:
-    return {name: getattr(row, name) for name in WorkerRecord.__dataclass_fields__}
 
 
 def test_due_later() -> None:
