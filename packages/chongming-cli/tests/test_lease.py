@@ -313,3 +313,22 @@ def test_buckets_warns_of_buckets_past_this_nodes_count(
     assert "give every node, producers too, the same --num-buckets" in captured.err
     assert main(["--db", path, "buckets"]) == EXIT_OK  # 64 buckets: both are in range
     assert capsys.readouterr().err == ""
+
+
+def test_the_json_of_status_and_ps_says_why_a_durable_task_waits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(tmp_path / "waiting.db")
+    with SqliteTaskStore(path) as store:
+        m = StateMachine.create(
+            "parked", "resize", durable=True, arguments={"args": [], "kwargs": {}}
+        )
+        m.mark_queued()
+        store.create(m.snapshot, m.transitions)
+        done = _running("done", "node-a", paused=False)
+        store.create(done.snapshot, done.transitions)
+    assert main(["--db", path, "status", "parked", "--json"]) == EXIT_OK
+    assert json.loads(capsys.readouterr().out)["waiting"] == "no worker serves 'resize'"
+    assert main(["--db", path, "ps", "--json"]) == EXIT_OK
+    listed = {d["task_id"]: d["waiting"] for d in json.loads(capsys.readouterr().out)}
+    assert listed == {"parked": "no worker serves 'resize'", "done": None}

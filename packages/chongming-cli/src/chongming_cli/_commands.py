@@ -189,7 +189,7 @@ def cmd_ps(args: argparse.Namespace, node: NodeOptions, console: Console) -> int
         waiting = controller.waiting_reasons(found, now=now)
     unreadable = unreadable_in(found)
     if args.json:
-        write_json(console.out, [s.to_dict() for s in found])
+        write_json(console.out, [_with_waiting(s, waiting) for s in found])
         _unreadable_failure(console, unreadable, "every other task was listed")
         return EXIT_OK
     console.say(render_table(found, now=now, encoding=console.encoding))
@@ -210,6 +210,15 @@ def cmd_ps(args: argparse.Namespace, node: NodeOptions, console: Console) -> int
     return EXIT_OK
 
 
+def _with_waiting(found: TaskSnapshot | UnreadableRow, waiting: Mapping[str, str]) -> Any:
+    """The ``--json`` document of a listed task: its snapshot, and ``waiting``, why a
+    durable queued task waits (null when nothing known keeps a worker from claiming it, and
+    for every other task); a row that cannot be read as it is."""
+    if not isinstance(found, TaskSnapshot):
+        return found.to_dict()
+    return {**found.to_dict(), "waiting": waiting.get(found.task_id)}
+
+
 def cmd_status(args: argparse.Namespace, node: NodeOptions, console: Console) -> int:
     """Show one task."""
     with open_controller(node) as controller:
@@ -217,7 +226,10 @@ def cmd_status(args: argparse.Namespace, node: NodeOptions, console: Console) ->
         now = controller.clock.now()
         waiting = controller.waiting_reasons([snapshot], now=now).get(snapshot.task_id)
     if args.json:
-        write_json(console.out, snapshot.to_dict())
+        write_json(
+            console.out,
+            _with_waiting(snapshot, {} if waiting is None else {snapshot.task_id: waiting}),
+        )
     else:
         console.say(
             format_snapshot(
