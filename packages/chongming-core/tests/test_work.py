@@ -60,6 +60,22 @@ def test_durable_arguments_keep_json_and_turn_tuples_into_lists() -> None:
     assert stored == {"args": ["a.csv", [1, 2.5]], "kwargs": {"opts": {"deep": [None, True]}}}
 
 
+def test_durable_arguments_are_a_copy_the_caller_cannot_change_later() -> None:
+    rows = [{"id": 1, "tags": ["a"]}]
+    options = {"limit": 10, "nested": {"deep": [1.5, None, True, -(2**62)]}}
+    stored = durable_arguments([rows, "x"], {"options": options})
+    assert stored == {"args": [rows, "x"], "kwargs": {"options": options}}
+    rows[0]["tags"].append("b")  # type: ignore[attr-defined]
+    options["nested"]["deep"].clear()  # type: ignore[index]
+    assert stored["args"][0] == [{"id": 1, "tags": ["a"]}]
+    assert stored["kwargs"]["options"]["nested"]["deep"] == [1.5, None, True, -(2**62)]
+    # what JSON would change is taken the long way: its round trip, as every store keeps it
+    assert durable_arguments([], {"t": ("é", 2**70 // 2**10)}) == {
+        "args": [],
+        "kwargs": {"t": ["é", 2**60]},
+    }
+
+
 @pytest.mark.parametrize(
     ("args", "kwargs", "message"),
     [

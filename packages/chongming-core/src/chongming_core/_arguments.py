@@ -39,6 +39,9 @@ def durable_arguments(args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[st
         ConfigurationError: an argument is not JSON; the message names it (its position
             or keyword, and where inside it), its type and what to pass instead.
     """
+    stored = {"args": list(args), "kwargs": dict(kwargs)}
+    if _plainly_json(stored):  # the usual case: its JSON round trip would be an equal copy
+        return _plain_copy(stored)
     for index, value in enumerate(args):
         problem = _problem(value, f"argument {index}", f"args[{index}]")
         if problem is not None:
@@ -52,7 +55,6 @@ def durable_arguments(args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[st
         problem = _problem(value, f"argument {key!r}", key)
         if problem is not None:
             raise ConfigurationError(problem)
-    stored = {"args": list(args), "kwargs": dict(kwargs)}
     try:
         kept: dict[str, Any] = portable_json(stored)
     except ValueError as exc:  # limits of every store: an int too long, a lone surrogate
@@ -121,6 +123,17 @@ def _plainly_json(value: dict[str, Any]) -> bool:
         elif kind is float and not math.isfinite(item):
             return False
     return True
+
+
+def _plain_copy(value: Any) -> Any:
+    """A copy of `value`, which `_plainly_json` took (its JSON round trip, made without
+    the text): new dicts and lists, so nothing the caller changes later reaches it."""
+    kind = type(value)
+    if kind is dict:
+        return {key: _plain_copy(inner) for key, inner in value.items()}
+    if kind is list:
+        return [_plain_copy(inner) for inner in value]
+    return value
 
 
 def _problem(value: Any, where: str, name: str) -> str | None:
