@@ -41,7 +41,8 @@ def durable_arguments(args: Sequence[Any], kwargs: Mapping[str, Any]) -> dict[st
     """
     stored = {"args": list(args), "kwargs": dict(kwargs)}
     if _plainly_json(stored):  # the usual case: its JSON round trip would be an equal copy
-        return _plain_copy(stored)
+        copied: dict[str, Any] = _plain_copy(stored)
+        return copied
     for index, value in enumerate(args):
         problem = _problem(value, f"argument {index}", f"args[{index}]")
         if problem is not None:
