@@ -141,3 +141,22 @@ def test_a_task_id_with_a_control_character_is_refused_before_anything_is_writte
     assert err.count("\n") == 1
     assert "holds the control character" in err
     assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["prune", "--keep-terminal", str(2**63)], "--keep-terminal: '9223372036854775808' is too"),
+        (["ps", "--bucket", str(2**70)], "is too large: stores keep it as a 64-bit integer"),
+        (["--num-buckets", str(2**64), "ps"], "stores keep a bucket as a 64-bit integer"),
+    ],
+)  # fmt: skip
+def test_integers_past_64_bits_are_refused_before_the_store_is_touched(
+    argv: list[str], said: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = tmp_path / "ints.db"
+    assert main(["--db", str(db), *argv]) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert said in err
+    assert not db.exists()

@@ -310,6 +310,10 @@ def _at_least(text: str, least: int) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < least:
         raise argparse.ArgumentTypeError(f"{text!r} must be >= {least}")
+    if value >= 2**63:  # what a store would refuse later, as a store error
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is too large: stores keep it as a 64-bit integer (at most {2**63 - 1})"
+        )
     return value
 
 

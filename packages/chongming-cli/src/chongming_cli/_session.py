@@ -51,6 +51,12 @@ def resolve_node(args: argparse.Namespace, environ: Mapping[str, str] | None = N
             raise CliError(
                 f"--num-buckets (or CHONGMING_NUM_BUCKETS) must be a whole number, got {num_text!r}"
             ) from None
+        if num_buckets > 2**63:  # stores keep a bucket as a 64-bit integer
+            raise CliError(
+                f"--num-buckets (or CHONGMING_NUM_BUCKETS) {num_buckets} is too large: stores "
+                f"keep a bucket as a 64-bit integer, so at most {2**63} (the default, 64, "
+                "suits most deployments)"
+            )
     owned_text = _option(args, "owned_buckets", env, "CHONGMING_OWNED_BUCKETS")
     owned = None if owned_text is None else parse_bucket_spec(owned_text)
     owner = _option(args, "owner", env, "CHONGMING_OWNER")
