@@ -768,22 +768,25 @@ def test_an_in_memory_store_takes_a_durable_write_on_the_recording_thread(
     writer.close()
 
 
+class _GatedMemory(InMemoryTaskStore):
+    """In memory, but its first write is held at a gate."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = threading.Event()
+        self.entered = threading.Event()
+
+    def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
+        if not self.entered.is_set():
+            self.entered.set()
+            assert self.gate.wait(10)
+        return super().save_many(writes)
+
+
 def test_a_durable_write_during_a_flush_is_left_to_that_flush_without_waiting(
     make_writer: Callable[..., StoreWriter],
 ) -> None:
-    class Gated(InMemoryTaskStore):  # in memory, but its first write is held at a gate
-        def __init__(self) -> None:
-            super().__init__()
-            self.gate = threading.Event()
-            self.entered = threading.Event()
-
-        def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
-            if not self.entered.is_set():
-                self.entered.set()
-                assert self.gate.wait(10)
-            return super().save_many(writes)
-
-    store = Gated()
+    store = _GatedMemory()
     writer = make_writer(store, clock=FakeClock(), flush_interval=60)
     first = StateMachine.create("t1", "extract", clock=FakeClock())
     second = StateMachine.create("t2", "extract", clock=FakeClock())
@@ -806,21 +809,6 @@ def test_a_durable_write_during_a_flush_is_left_to_that_flush_without_waiting(
     assert sorted(told) == ["t1", "t2"]
     assert store.get("t2") is not None
     writer.close()
-
-
-class _GatedMemory(InMemoryTaskStore):
-    """In memory, but its first write is held at a gate."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.gate = threading.Event()
-        self.entered = threading.Event()
-
-    def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
-        if not self.entered.is_set():
-            self.entered.set()
-            assert self.gate.wait(10)
-        return super().save_many(writes)
 
 
 @pytest.mark.parametrize("holder_flush", ["inline", "blocking"])
