@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import io
+import signal
 import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -13,7 +14,7 @@ import pytest
 from chongming_cli import CliError
 from chongming_cli._args import ENQUEUE_ARG_NAMES, split_args
 from chongming_cli._commands import Console
-from chongming_cli._durable import _limits, _wait, ended_summary
+from chongming_cli._durable import _limits, _Signals, _wait, ended_summary
 from chongming_cli._parser import build_parser
 from chongming_cli._session import NodeOptions
 from chongming_cli._stores import StoreLocation
@@ -234,3 +235,29 @@ def test_a_task_another_worker_took_over_is_not_counted_as_ended() -> None:
         "task 'frz' ended stopped here, but the store holds running: another process wrote "
         "it first (its record wins)"
     ]
+
+
+def test_the_first_signal_delivered_twice_at_once_is_one_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    exits: list[int] = []
+    monkeypatch.setattr("os._exit", exits.append)
+    now = [100.0]
+    monkeypatch.setattr("time.monotonic", lambda: now[0])
+    signals = _Signals()
+    signals.handle(signal.SIGTERM, None)
+    now[0] += 0.01  # relayed to the process group too (GNU timeout)
+    signals.handle(signal.SIGTERM, None)
+    assert (signals.first, exits) == ("SIGTERM", [])
+    now[0] += 0.5  # a person's second signal
+    signals.handle(signal.SIGTERM, None)
+    assert exits == [1]
+
+
+def test_another_signal_at_once_is_a_second_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    exits: list[int] = []
+    monkeypatch.setattr("os._exit", exits.append)
+    signals = _Signals()
+    signals.handle(signal.SIGINT, None)
+    signals.handle(signal.SIGTERM, None)
+    assert exits == [1]

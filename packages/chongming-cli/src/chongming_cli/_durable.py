@@ -228,20 +228,30 @@ def _where_it_is(controller: Controller, task_id: str) -> str:
 
 
 # ==================================================================== worker
+#: A copy of the first signal within this many seconds is the same request delivered
+#: twice (GNU `timeout` relays its SIGTERM to the child and to the whole process group),
+#: not a second one: no person sends two signals that close together.
+_SAME_SIGNAL_WITHIN = 0.1
+
+
 class _Signals:
     """Counts SIGINT/SIGTERM; the second one ends the process at once."""
 
     def __init__(self) -> None:
         self.first: str | None = None
+        self.first_at = 0.0
         self.received = threading.Event()
         self.owner: str = ""
 
     def handle(self, signum: int, frame: FrameType | None) -> None:
         name = signal.Signals(signum).name
+        now = time.monotonic()
         if self.first is None:
-            self.first = name
+            self.first, self.first_at = name, now
             self.received.set()
             return
+        if name == self.first and now - self.first_at < _SAME_SIGNAL_WITHIN:
+            return  # the first one, delivered again
         # written with os.write: the interrupted code may hold the lock of sys.stderr
         os.write(
             2,
