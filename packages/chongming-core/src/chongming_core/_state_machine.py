@@ -5,6 +5,12 @@ immutable `TaskSnapshot` with ``status_version`` raised by exactly one, and
 appends a `Transition`. Illegal moves raise `InvalidTransition` and leave the
 snapshot untouched; nothing fails silently.
 
+The new snapshot is built when someone reads it, not at every event: an event
+records its changes (a few fields) over the last snapshot built, and `snapshot`
+applies them all at once. A task driven through four events by a runtime whose
+store writer reads it once costs one snapshot, not four (the changes are applied in
+order, so the snapshot read is the one the events produced one by one).
+
 A machine is not thread-safe by itself: its owner (a `TaskRun`) serialises
 every call under one lock.
 """
@@ -26,7 +32,6 @@ from chongming_core._records import (
     TaskSnapshot,
     Transition,
     new_transition,
-    paused_through,
 )
 from chongming_core._status import (
     ACTIVE_STATUSES,
@@ -59,7 +64,7 @@ class StateMachine:
         machine.mark_succeeded(outcome={"rows": 42})
     """
 
-    __slots__ = ("_clock", "_snapshot", "_transitions")
+    __slots__ = ("_changes", "_clock", "_snapshot", "_status", "_transitions")
 
     def __init__(
         self,
@@ -69,6 +74,10 @@ class StateMachine:
         clock: Clock | None = None,
     ) -> None:
         self._snapshot = snapshot
+        # the fields changed since `_snapshot` was built (always with status and version),
+        # applied by `snapshot` when read; None while `_snapshot` is current
+        self._changes: dict[str, Any] | None = None
+        self._status = snapshot.status  # read at every event: kept apart
         # a tuple, or the transition itself while there is one: a waiting task's one
         # transition costs no container (a list's 88 bytes, a tuple's 48), and
         # `transitions` hands the tuple out without a copy (a machine records a handful)
@@ -147,18 +156,66 @@ class StateMachine:
     # ------------------------------------------------------------------ reading
     @property
     def snapshot(self) -> TaskSnapshot:
-        """The current immutable snapshot."""
+        """The current immutable snapshot (built now if an event changed the task since it
+        was last read)."""
+        changes = self._changes
+        if changes is None:
+            return self._snapshot
+        snapshot = self._snapshot = self._snapshot.evolve(**changes)
+        self._changes = None
+        return snapshot
+
+    @property
+    def base(self) -> TaskSnapshot:
+        """A snapshot of this task that may be older than `snapshot`: the fields fixed at
+        its creation (id, name, label, tags, priority, bucket, pipeline) are current. Reading
+        it builds nothing and changes nothing, so it needs none of the owner's locking."""
         return self._snapshot
 
     @property
     def status(self) -> TaskStatus:
         """The current status."""
-        return self._snapshot.status
+        return self._status
 
     @property
     def version(self) -> int:
         """The current ``status_version``."""
-        return self._snapshot.status_version
+        changes = self._changes
+        if changes is None:
+            return self._snapshot.status_version
+        version: int = changes["status_version"]
+        return version
+
+    @property
+    def attempt(self) -> int:
+        """The current attempt number (0 before the first start)."""
+        attempt: int = self._field("attempt")
+        return attempt
+
+    @property
+    def max_attempts(self) -> int:
+        """The current attempt budget (the first try included)."""
+        budget: int = self._field("max_attempts")
+        return budget
+
+    def _field(self, name: str) -> Any:
+        """The current value of the snapshot field `name`, without building a snapshot."""
+        changes = self._changes
+        if changes is not None and name in changes:
+            return changes[name]
+        return getattr(self._snapshot, name)
+
+    def _paused_in_place_now(self) -> bool:
+        """Whether the task is paused in place now (its body held at a checkpoint)."""
+        return self.status is _S.PAUSED and bool(self._field("paused_in_place"))
+
+    def _paused_through(self, end: datetime) -> float:
+        """`paused_through` of the current state, without building a snapshot."""
+        seconds: float = self._field("paused_seconds")
+        if not self._paused_in_place_now():
+            return seconds
+        since: datetime = self._field("updated_at")
+        return seconds + max(0.0, (end - since).total_seconds())
 
     @property
     def task_id(self) -> str:
@@ -199,20 +256,20 @@ class StateMachine:
 
     def _refusal(self, target: TaskStatus) -> str | None:
         """Why moving to `target` is refused, or None when it is allowed."""
-        snap = self._snapshot
-        current = snap.status
+        current = self.status
         if target not in TRANSITIONS[current]:
             return "not in the transition table"
+        field = self._field
         if target is _S.RUNNING:
-            if snap.started_at is None:
+            if field("started_at") is None:
                 return "mark_running() needs started_at: the task never started"
-            if current is _S.PAUSED and not snap.paused_in_place:
+            if current is _S.PAUSED and not field("paused_in_place"):
                 return "the task was paused before it started; resume it to queued"
-        if target is _S.STARTING and snap.attempt + 1 > snap.max_attempts:
+        if target is _S.STARTING and field("attempt") + 1 > field("max_attempts"):
             return "attempt budget spent"
-        if target is _S.RETRY_WAIT and snap.attempt >= snap.max_attempts:
-            return f"no attempt left ({snap.attempt}/{snap.max_attempts}) to wait for"
-        if current is _S.PAUSED and snap.paused_in_place and target in _NEEDS_UNWIND:
+        if target is _S.RETRY_WAIT and field("attempt") >= field("max_attempts"):
+            return f"no attempt left ({field('attempt')}/{field('max_attempts')}) to wait for"
+        if current is _S.PAUSED and field("paused_in_place") and target in _NEEDS_UNWIND:
             return (
                 "the task is paused in place and its body is still on the stack; "
                 "move it back to running first so the body can unwind"
@@ -223,7 +280,7 @@ class StateMachine:
         refusal = self._refusal(target)
         if refusal is None:
             return
-        snap = self._snapshot
+        snap = self.snapshot
         if target is _S.STARTING and refusal == "attempt budget spent":
             raise AttemptsExhausted(
                 task_id=snap.task_id, attempt=snap.attempt, max_attempts=snap.max_attempts
@@ -250,25 +307,32 @@ class StateMachine:
         at: datetime | None = None,
         **changes: Any,
     ) -> Transition:
-        snap = self._snapshot
         now = self._clock.now() if at is None else at
-        version = snap.status_version + 1
+        current = self.status
+        version = self.version + 1
         if target in TERMINAL_STATUSES:
             changes.setdefault("finished_at", now)
-            if snap.lease_until is not None:  # a finished task holds no lease
+            if self._field("lease_until") is not None:  # a finished task holds no lease
                 changes.setdefault("lease_until", None)
-        executing = snap.status in ACTIVE_STATUSES or snap.paused_since is not None
+        executing = current in ACTIVE_STATUSES or self._paused_in_place_now()
         if executing and target not in ACTIVE_STATUSES and target is not _S.PAUSED:
             # the attempt ended; a body suspended in place ends only through
             # force_transition (reconcile: its process died), and its attempt ended too
             changes.setdefault(
-                "attempts", (*snap.attempts, self._attempt_record(target, now, changes))
+                "attempts", (*self._field("attempts"), self._attempt_record(target, now, changes))
             )
-        new = snap.evolve(status=target, status_version=version, updated_at=now, **changes)
         record = new_transition(
-            snap.task_id, snap.status, target, trigger, actor, reason, version, now
+            self._snapshot.task_id, current, target, trigger, actor, reason, version, now
         )
-        self._snapshot = new
+        # the changes of this event, over those not yet built into a snapshot (`snapshot`)
+        changes["status"] = self._status = target
+        changes["status_version"] = version
+        changes["updated_at"] = now
+        pending = self._changes
+        if pending is None:
+            self._changes = changes
+        else:
+            pending.update(changes)
         recorded = self._transitions
         if not isinstance(recorded, tuple):
             self._transitions = (recorded, record)
@@ -281,15 +345,15 @@ class StateMachine:
     def _attempt_record(
         self, target: TaskStatus, now: Any, changes: dict[str, Any]
     ) -> AttemptRecord:
-        snap = self._snapshot
-        failure = changes.get("failure", snap.failure)
+        field = self._field
+        failure = changes["failure"] if "failure" in changes else field("failure")
         return AttemptRecord(
-            number=snap.attempt,
-            started_at=snap.started_at,
+            number=field("attempt"),
+            started_at=field("started_at"),
             ended_at=now,
             status=target,
             failure=None if target is _S.SUCCEEDED else failure,
-            paused_seconds=paused_through(snap, now),
+            paused_seconds=self._paused_through(now),
         )
 
     # ------------------------------------------------------------------ events
@@ -320,7 +384,7 @@ class StateMachine:
         if at is not None:
             if not isinstance(at, datetime) or at.utcoffset() is None:
                 raise ConfigurationError(f"at must be a timezone-aware datetime, got {at!r}")
-            last = self._snapshot.updated_at
+            last = self._field("updated_at")
             if last is not None and at < last:
                 raise ConfigurationError(
                     f"at {at.isoformat()} is before the task's last change ({last.isoformat()}); "
@@ -344,22 +408,21 @@ class StateMachine:
             AttemptsExhausted: when ``attempt + 1 > max_attempts``.
         """
         self._check(_S.STARTING, trig.START)
-        snap = self._snapshot
         now = self._clock.now() if at is None else at
         return self._apply(
             _S.STARTING,
             trig.START,
             actor,
             reason,
-            at=at,
-            attempt=snap.attempt + 1,
+            at=now,
+            attempt=self._field("attempt") + 1,
             started_at=now,
             finished_at=None,
             failure=None,
             outcome=None,
             retry_at=None,
             pid=None,
-            executor=executor if executor is not None else snap.executor,
+            executor=executor if executor is not None else self._field("executor"),
             progress=None,
             paused_in_place=False,
             paused_seconds=0.0,
@@ -383,8 +446,8 @@ class StateMachine:
             trigger = trig.RESUME if self.status is _S.PAUSED else trig.LAUNCH
         self._check(_S.RUNNING, trigger)
         changes: dict[str, Any] = {"paused_in_place": False}
-        if self._snapshot.paused_since is not None:  # a pause in place ends: count it
-            changes["paused_seconds"] = paused_through(self._snapshot, self._clock.now())
+        if self._paused_in_place_now():  # a pause in place ends: count it
+            changes["paused_seconds"] = self._paused_through(self._clock.now())
         if pid is not None:
             changes["pid"] = pid
         if heartbeat_at is not None:
@@ -432,7 +495,7 @@ class StateMachine:
                 allowed={t for t in TRANSITIONS[self.status] if self._refusal(t) is None},
                 detail="resume() applies only to a paused or pausing task",
             )
-        if self.status is _S.PAUSED and not self._snapshot.paused_in_place:
+        if self.status is _S.PAUSED and not self._field("paused_in_place"):
             return self.mark_queued(actor=actor, reason=reason)
         return self.mark_running(actor=actor, reason=reason, trigger=trig.RESUME)
 
@@ -560,13 +623,12 @@ class StateMachine:
                 allowed={t for t in TRANSITIONS[self.status] if self._refusal(t) is None},
                 detail="retry() revives only failed, stopped, cancelled or lost tasks",
             )
-        snap = self._snapshot
         return self._apply(
             _S.QUEUED,
             trig.RETRY,
             actor,
             reason,
-            max_attempts=max(snap.max_attempts, snap.attempt + 1),
+            max_attempts=max(self._field("max_attempts"), self._field("attempt") + 1),
             finished_at=None,
             retry_at=None,
             paused_in_place=False,
@@ -588,7 +650,7 @@ class StateMachine:
                 f"reset() of task {self.task_id!r} discards its whole attempt history; "
                 "call reset(confirm=True) if that is really intended, or use retry() to keep it"
             )
-        if self.status in ACTIVE_STATUSES or self._snapshot.paused_in_place:
+        if self.status in ACTIVE_STATUSES or self._field("paused_in_place"):
             raise InvalidTransition(
                 task_id=self.task_id,
                 current=self.status,

@@ -945,8 +945,13 @@ class Controller:
     #: As a run listener it never blocks a report, except in durable store writes, which
     #: pass a kept attempt on by themselves (see `_thread_cache.hand_over`).
     reports_quickly = True
+    #: Its writer takes a run's state when it flushes (`StoreWriter.record_run`): a run
+    #: builds no snapshot to tell it of a non-terminal transition.
+    reads_snapshots = False
 
-    def on_transition(self, run: TaskRun, transition: Transition, snapshot: TaskSnapshot) -> None:
+    def on_transition(
+        self, run: TaskRun, transition: Transition, snapshot: TaskSnapshot | None
+    ) -> None:
         """Write the transition through and have the scheduler account for it (a
         `RunListener`).
 
@@ -959,14 +964,15 @@ class Controller:
         """
         status = transition.to_status
         terminal = status.is_terminal
+        task_id = transition.task_id
         if status is _STARTING and self._claim_started:
             try:
-                self._claim_started.remove(snapshot.task_id)
+                self._claim_started.remove(task_id)
                 return  # the claim wrote it (D165); it holds the slot `Scheduler.hold` gave
             except KeyError:
                 pass
         if not terminal:
-            self._writer.record(snapshot, (transition,))
+            self._writer.record_run(run)
         if status is _STARTING or status is _RUNNING:
             return  # dispatched by the scheduler: out of the ready queue, holding its slot
         if status is _QUEUED:
@@ -974,22 +980,21 @@ class Controller:
             # blocked, paused before its start or retry_wait), and its admission queues it;
             # if it has moved on since, that move is told and accounted by itself (D38)
             return
-        in_pipeline = snapshot.pipeline_id is not None
-        self._scheduler.account(
-            run, snapshot.task_id, ended=terminal, keep_one=terminal and not in_pipeline
-        )
+        in_pipeline = run.scheduling_snapshot().pipeline_id is not None
+        self._scheduler.account(run, task_id, ended=terminal, keep_one=terminal and not in_pipeline)
         server = self._server
         if server is not None:
             server.slot_freed()
         if not terminal:
             return
+        assert snapshot is not None  # a run tells every listener its end's snapshot
         if in_pipeline:
             try:
-                self._writer.record(snapshot, (transition,), durable=True)
+                self._writer.record_run(run, durable=True)
             finally:  # whatever the write did, what follows the node is decided
                 self._pipelines.node_settled(snapshot)
         else:  # this thread goes on at once; wait() returns once the write is durable
-            self._writer.record(snapshot, (transition,), on_durable=run.hold_finish())
+            self._writer.record_run(run, on_durable=run.hold_finish())
 
     def on_side_update(self, run: TaskRun, snapshot: TaskSnapshot) -> None:
         """Progress is flushed on the touch timer, never per call (R18)."""

@@ -53,6 +53,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from chongming_core import (
     SYSTEM_CLOCK,
@@ -71,7 +72,7 @@ from chongming_runtime.support._background import carry_on
 from chongming_runtime.support._call_each import call_each
 from chongming_runtime.support._thread_cache import hand_over
 
-__all__ = ["PersistFailure", "StoreWriter"]
+__all__ = ["PersistFailure", "StoreWriter", "WrittenRun"]
 
 _log = logging.getLogger("chongming_task.store_writer")
 
@@ -141,6 +142,32 @@ class _Forget:
         self.on_durable: Callable[[], None] | None = None
 
 
+class WrittenRun(Protocol):
+    """A task whose writes a `StoreWriter` takes when it flushes (`StoreWriter.record_run`):
+    its latest snapshot and the transitions it made since the writer last took them."""
+
+    @property
+    def task_id(self) -> str:
+        """The task's id."""
+        ...
+
+    def take_write(self) -> tuple[TaskSnapshot, Sequence[Transition]] | None:
+        """The current snapshot and the transitions not taken before, oldest first, now
+        marked taken; None when no transition was made since the last take."""
+        ...
+
+
+class _Pull:
+    """In the inbox: the writes of a run, taken from it by the flush that takes this."""
+
+    __slots__ = ("on_durable", "source", "task_id")
+
+    def __init__(self, source: WrittenRun, on_durable: Callable[[], None] | None) -> None:
+        self.task_id = source.task_id
+        self.source = source
+        self.on_durable = on_durable
+
+
 class _Write:
     """A recorded write (in the inbox), then a task's pending writes (in `_pending`): the
     same object, so a task written once costs one object from record to store."""
@@ -204,7 +231,9 @@ class StoreWriter:
         self._handoff = False
         # recorded writes, in order; `record` only appends (see `_take`), so a recording
         # thread never waits for a lock that a flush, or another recording thread, holds
-        self._inbox: deque[_Write | _Forget] = deque()
+        self._inbox: deque[_Write | _Pull | _Forget] = deque()
+        # tasks with a pull in the inbox that no flush took yet: another is not queued
+        self._pulls: set[str] = set()
         self._pending: dict[str, _Write] = {}  # taken from the inbox; the flush lock's
         # side-path updates by task; a waiting task's lease renewal is the shared mark, written
         # with `_renewed` (the latest lease renewed: owner, until) when flushed
@@ -311,7 +340,40 @@ class StoreWriter:
         # on_durable is taken by the same flush as the write itself
         if on_durable is None and durable:
             on_durable = _told  # marks it taken, so a flush that ran meanwhile is enough
-        write = _Write(snapshot.task_id, snapshot, transitions, on_durable)
+        self._queue(_Write(snapshot.task_id, snapshot, transitions, on_durable), durable)
+
+    def record_run(
+        self,
+        run: WrittenRun,
+        *,
+        durable: bool = False,
+        on_durable: Callable[[], None] | None = None,
+    ) -> None:
+        """Queue the writes of `run`, taken from it by the flush that takes them: its
+        snapshot then and every transition it made since the last take (`WrittenRun`).
+        A run that moves on several times between two flushes is written once, its latest
+        state with all of its new transitions, and its snapshots in between are never
+        built. `durable` and `on_durable` are those of `record`: a durable caller returns
+        once a flush took (and attempted) every transition the run had made when it called.
+        """
+        task_id = run.task_id
+        if task_id in self._diverged:
+            if on_durable is not None:
+                on_durable()
+            return
+        if on_durable is None:
+            if durable:
+                on_durable = _told
+            elif task_id in self._pulls:
+                return  # a pull not taken yet takes this transition too
+        # marked before it is queued: the flush that takes the pull unmarks it before it
+        # takes the run's writes, so a transition this finds marked is taken by that flush
+        self._pulls.add(task_id)
+        self._queue(_Pull(run, on_durable), durable)
+
+    def _queue(self, write: _Write | _Pull, durable: bool) -> None:
+        """Append `write` to the inbox and see that a flush takes it (see `record`)."""
+        on_durable = write.on_durable
         self._inbox.append(write)
         if durable:
             self._flush(write)
@@ -466,7 +528,7 @@ class StoreWriter:
                 return True
         return False  # others keep recording: the background thread takes the rest
 
-    def _flush(self, write: _Write | None) -> bool:
+    def _flush(self, write: _Write | _Pull | None) -> bool:
         """Take everything recorded so far and write it; waits for a flush under way. With
         `write`, return at once when a flush that ran meanwhile took (and attempted) it:
         durable writes recorded together share one commit."""
@@ -516,6 +578,12 @@ class StoreWriter:
                 with self._lock:
                     diverged.discard(task_id)
                 continue
+            if isinstance(write, _Pull):  # the run's writes since the last take, taken now
+                self._pulls.discard(task_id)  # before the take (see `record_run`)
+                taken = write.source.take_write()
+                if taken is None:  # an earlier take had them all
+                    continue
+                write = _Write(task_id, taken[0], taken[1], None)
             if write.snapshot.status.is_terminal:
                 finished.add(task_id)
             else:  # live (again: a retried task)

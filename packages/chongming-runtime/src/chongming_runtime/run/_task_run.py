@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, cast, runtime_checkable
 
 from chongming_core import (
     ACTIVE_STATUSES,
@@ -107,7 +107,12 @@ class RunListener(Protocol):
     """
 
     def on_transition(self, run: TaskRun, transition: Transition, snapshot: TaskSnapshot) -> None:
-        """A status change (`snapshot` is the task right after it, side fields included)."""
+        """A status change (`snapshot` is the task right after it, side fields included).
+
+        A listener whose class sets ``reads_snapshots = False`` (the controller, which
+        has its store writer take a run's state when it flushes) is passed None for the
+        snapshot of a non-terminal transition: the run builds none for it.
+        """
         ...
 
     def on_side_update(self, run: TaskRun, snapshot: TaskSnapshot) -> None:
@@ -121,9 +126,10 @@ class RunListener(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class RunEvent:
-    """One queued notification: a transition, or a side update when `transition` is None."""
+    """One queued notification: a transition, or a side update when `transition` is None.
+    `snapshot` is None for a non-terminal transition while no listener reads snapshots."""
 
-    snapshot: TaskSnapshot
+    snapshot: TaskSnapshot | None
     transition: Transition | None = None
 
 
@@ -143,6 +149,13 @@ _REDISPATCH = 16
 _RETRY_DUE = 32
 #: A thread is telling the listeners (`_deliver`).
 _DELIVERING = 64
+#: A listener reads the snapshot of every transition (see `RunListener.on_transition`).
+_SNAPSHOTS_READ = 128
+
+
+def _reads_snapshots(listeners: Iterable[RunListener]) -> bool:
+    """Whether one of `listeners` reads the snapshot of every transition."""
+    return any(getattr(listener, "reads_snapshots", True) for listener in listeners)
 
 
 class _Rare:
@@ -257,6 +270,7 @@ class TaskRun:
         "_rare",
         "_setup",
         "_task_id",
+        "_unwritten",
     )
 
     def __init__(
@@ -369,6 +383,9 @@ class TaskRun:
 
         self._lock = threading.Lock()
         self._listeners: tuple[RunListener, ...] = tuple(listeners)
+        # the first transition of its machine no store writer has taken yet (`take_write`):
+        # those it was made with are in the store already, or written by its maker
+        self._unwritten = len(machine.transitions)
         self._outbox: list[RunEvent] | None = None  # events not yet told to the listeners
         # made when first needed: a queued run holds no event, condition or log buffer
         self._finished: threading.Event | None = None
@@ -376,7 +393,8 @@ class TaskRun:
         # finished task is done from the start)
         self._final: TaskSnapshot | None = machine.snapshot if machine.status.is_terminal else None
         # the lifecycle
-        self._flags = 0  # the lifecycle's yes-or-no facts: `_START_REQUESTED` and the rest
+        # the lifecycle's yes-or-no facts: `_START_REQUESTED` and the rest
+        self._flags = _SNAPSHOTS_READ if _reads_snapshots(self._listeners) else 0
         self._attempt: Attempt | None = None
         # the collaborators, made when first needed
         self._deadlines: RunDeadlines | None = None
@@ -391,7 +409,7 @@ class TaskRun:
     @property
     def name(self) -> str:
         """The task's registered name."""
-        return self._machine.snapshot.name
+        return self._machine.base.name
 
     @property
     def executor(self) -> Executor:
@@ -439,6 +457,8 @@ class TaskRun:
         """Observe every later transition and side update (see `RunListener`)."""
         with self._lock:
             self._listeners = (*self._listeners, listener)
+            if _reads_snapshots((listener,)):
+                self._flags |= _SNAPSHOTS_READ
 
     def wait(self, timeout: float | None = None) -> TaskOutcome:
         """Block until the task is terminal and return its outcome.
@@ -490,9 +510,9 @@ class TaskRun:
         return self._setup.fn, self._args, self._kwargs, options
 
     def scheduling_snapshot(self) -> TaskSnapshot:
-        """The machine's snapshot without the lock, for fields fixed at creation (priority,
-        tags, bucket): a reference read is atomic, and those fields never change."""
-        return self._machine.snapshot
+        """A snapshot without the lock, for fields fixed at creation (priority, tags,
+        bucket, pipeline): a reference read is atomic, and those fields never change."""
+        return self._machine.base
 
     # ================================================================ start / dispatch
     def start(self) -> None:
@@ -675,8 +695,9 @@ class TaskRun:
                 if admission_due and self._setup.admission is not None:
                     self._setup.admission(self)
                 if attempt is not None:
+                    # launched: a next attempt becomes due only by a kick, which marks
+                    # `_REDISPATCH` (checked below) rather than by anything else
                     self._launch(attempt)
-                    continue
                 with self._lock:
                     if not self._flags & _REDISPATCH:
                         self._flags &= ~_DISPATCHING
@@ -1005,13 +1026,13 @@ class TaskRun:
         start_timeout: Failure | None = None,
     ) -> AttemptEnding:
         """The facts `decide` judges the attempt's end on. Under the lock."""
-        snap = self._machine.snapshot
+        machine = self._machine
         return AttemptEnding(
             task_id=self._task_id,
-            status=self._machine.status,
+            status=machine.status,
             result=result,
-            attempt=snap.attempt,
-            max_attempts=snap.max_attempts,
+            attempt=machine.attempt,
+            max_attempts=machine.max_attempts,
             policy=self._setup.policy,
             graceful=self._setup.graceful,
             stop_reason=self._rare.stop_reason,
@@ -1067,7 +1088,7 @@ class TaskRun:
     def _wait_to_retry(self, failure: Failure) -> bool:
         """``retry_wait`` with the policy's backoff; True when the retry is due at once."""
         machine = self._machine
-        delay = max(0.0, float(self._setup.policy.delay_after(machine.snapshot.attempt)))
+        delay = max(0.0, float(self._setup.policy.delay_after(machine.attempt)))
         retry_at = self._setup.clock.now() + timedelta(seconds=delay)
         self._record(machine.mark_retry_wait(failure, retry_at=retry_at, actor=self._setup.actor))
         if delay <= 0:
@@ -1204,8 +1225,21 @@ class TaskRun:
             if wakeup is not None:
                 wakeup.set()
             return
-        snapshot = self._compose() if self._listeners else self._machine.snapshot
+        # built for the listeners that read it; a store writer takes the run's state itself
+        snapshot = self._compose() if self._flags & _SNAPSHOTS_READ else None
         self._queue_event(RunEvent(snapshot, transition))
+
+    def take_write(self) -> tuple[TaskSnapshot, tuple[Transition, ...]] | None:
+        """For a store writer (`StoreWriter.record_run`): the composed snapshot now and the
+        transitions no writer took before, oldest first, now taken; None when there are
+        none. Called once per flush that writes the run, whatever it did meanwhile."""
+        with self._lock:
+            transitions = self._machine.transitions
+            start = self._unwritten
+            if start >= len(transitions):
+                return None
+            self._unwritten = len(transitions)
+            return self._compose(), transitions[start:]
 
     def _queue_event(self, event: RunEvent) -> None:
         """Queue `event` for `_deliver`. Call under the lock."""
@@ -1278,14 +1312,21 @@ class TaskRun:
             terminal: TaskSnapshot | None = None
             try:
                 for event in batch:
+                    snapshot = event.snapshot
                     for listener in listeners:
+                        if snapshot is None and getattr(listener, "reads_snapshots", True):
+                            continue  # added after this event: it observes later ones
                         if not getattr(listener, "reports_quickly", False):
                             hand_over()  # it may block: an attempt kept here must not wait
                         try:
                             if event.transition is None:
-                                listener.on_side_update(self, event.snapshot)
+                                assert snapshot is not None  # queued only with one
+                                listener.on_side_update(self, snapshot)
                             else:
-                                listener.on_transition(self, event.transition, event.snapshot)
+                                # None only for a listener that reads no snapshots
+                                listener.on_transition(
+                                    self, event.transition, cast(TaskSnapshot, snapshot)
+                                )
                         except Exception:
                             _log.exception("listener %r failed on task %r", listener, self._task_id)
                         except BaseException as exc:
@@ -1325,11 +1366,11 @@ class TaskRun:
     # ================================================================ attempts
     def _new_attempt(self) -> Attempt:
         """Build the next attempt (fresh control token and context). Call under the lock."""
-        number = self._machine.snapshot.attempt
+        number = self._machine.attempt
         control = AttemptControl()
         context = RuntimeContext(
             task_id=self._task_id,
-            task_name=self._machine.snapshot.name,
+            task_name=self._machine.base.name,
             attempt=number,
             control=control,
             monotonic=self._setup.monotonic,
@@ -1365,7 +1406,7 @@ class TaskRun:
             if attempt is None or attempt.number != number or attempt.closed:
                 return
             self._rare_made().progress = progress
-            if self._listeners:
+            if self._flags & _SNAPSHOTS_READ:
                 self._queue_event(RunEvent(self._compose()))
         self._deliver()
 
