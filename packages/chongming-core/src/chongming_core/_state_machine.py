@@ -314,7 +314,9 @@ class StateMachine:
             changes.setdefault("finished_at", now)
             if self._field("lease_until") is not None:  # a finished task holds no lease
                 changes.setdefault("lease_until", None)
-        executing = current in ACTIVE_STATUSES or self._paused_in_place_now()
+        executing = current in ACTIVE_STATUSES or (
+            current is _S.PAUSED and bool(self._field("paused_in_place"))
+        )
         if executing and target not in ACTIVE_STATUSES and target is not _S.PAUSED:
             # the attempt ended; a body suspended in place ends only through
             # force_transition (reconcile: its process died), and its attempt ended too

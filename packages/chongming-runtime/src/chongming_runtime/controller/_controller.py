@@ -97,6 +97,9 @@ _S = TaskStatus
 _STARTING = TaskStatus.STARTING
 _RUNNING = TaskStatus.RUNNING
 _QUEUED = TaskStatus.QUEUED
+#: The snapshot a submission's is made from (`TaskSnapshot.evolve` of it with every field a
+#: submission sets): the default of every other field, as ``TaskSnapshot(...)`` gives it.
+_SUBMITTED = TaskSnapshot(task_id="submitted", name="submitted")
 #: distinct run setups a controller keeps (more: per-call options made afresh each time)
 _SETUPS_KEPT = 256
 _log = logging.getLogger("chongming_task.controller")
@@ -393,7 +396,7 @@ class Controller:
         # every field was validated above (StateMachine.create would validate them again and
         # copy the tag set, which a registered task shares between all its submissions)
         machine = StateMachine(
-            TaskSnapshot(
+            _SUBMITTED.evolve(  # what TaskSnapshot(...) makes, without its frozen stores
                 task_id=task_id,
                 name=name,
                 max_attempts=options["retry"].max_attempts,

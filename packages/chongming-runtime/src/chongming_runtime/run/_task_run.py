@@ -153,8 +153,10 @@ _DELIVERING = 64
 _SNAPSHOTS_READ = 128
 
 
-def _reads_snapshots(listeners: Iterable[RunListener]) -> bool:
+def _reads_snapshots(listeners: tuple[RunListener, ...]) -> bool:
     """Whether one of `listeners` reads the snapshot of every transition."""
+    if len(listeners) == 1:  # a controller's runs: no generator for one listener
+        return bool(getattr(listeners[0], "reads_snapshots", True))
     return any(getattr(listener, "reads_snapshots", True) for listener in listeners)
 
 
