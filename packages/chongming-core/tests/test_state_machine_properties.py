@@ -225,6 +225,9 @@ class StateMachineAgainstTheModel(RuleBasedStateMachine):
         super().__init__()
         self.clock = FakeClock()
         self.machine = StateMachine.create("prop", "性质", clock=self.clock)
+        # the same events, its snapshot read only by `twin_reads_the_same`: the changes of
+        # several events are built into one snapshot at once, which must be the same
+        self.twin = StateMachine.create("prop", "性质", clock=self.clock)
         self.model = Model()
 
     @initialize(
@@ -235,6 +238,7 @@ class StateMachineAgainstTheModel(RuleBasedStateMachine):
         self.machine = StateMachine.create(
             "prop", "性质", max_attempts=max_attempts, clock=self.clock
         )
+        self.twin = StateMachine.create("prop", "性质", max_attempts=max_attempts, clock=self.clock)
         self.model = Model(max_attempts=max_attempts)
         # picks among the events the model allows or refuses right now (a uniform choice
         # reaches deep situations far more often than hypothesis' simplest-first draws)
@@ -261,9 +265,12 @@ class StateMachineAgainstTheModel(RuleBasedStateMachine):
         result = outcome(self.model, event)
         if not isinstance(result, tuple):
             expect_refusal(self.machine, event, result)
+            with pytest.raises(result):
+                apply(self.twin, event)
             return
         target, after = result
         record = apply(self.machine, event)
+        assert apply(self.twin, event) == record
         assert record.to_status.value == target, (event, self.model)
         assert record.from_status is before.status
         assert record.status_version == before.status_version + 1
@@ -286,6 +293,7 @@ class StateMachineAgainstTheModel(RuleBasedStateMachine):
             assert self.machine.transitions == history
             return
         record = self.machine.force_transition(target, actor=actor, reason=reason)
+        assert self.twin.force_transition(target, actor=actor, reason=reason) == record
         assert (record.to_status, record.trigger, record.actor) == (target, "control:force", actor)
         current = self.model.status
         executing = current in ACTIVE or self.model.paused_in_place
@@ -293,6 +301,23 @@ class StateMachineAgainstTheModel(RuleBasedStateMachine):
             self.model.attempt_records += 1
         self.model.paused_in_place = target is S.PAUSED and self.model.paused_in_place
         self.model.status = target.value
+
+    @rule()
+    def twin_reads_the_same(self) -> None:
+        """A snapshot built after many events equals the one built after each of them."""
+        assert self.twin.status is self.machine.status
+        assert self.twin.version == self.machine.version
+        assert self.twin.attempt == self.machine.snapshot.attempt
+        assert self.twin.max_attempts == self.machine.snapshot.max_attempts
+        assert self.twin.snapshot == self.machine.snapshot
+        assert self.twin.transitions == self.machine.transitions
+
+    @invariant()
+    def twin_keeps_its_creation_fields(self) -> None:
+        """`base` never builds anything, and its fixed fields are the task's."""
+        base = self.twin.base
+        assert (base.task_id, base.name, base.tags) == ("prop", "性质", frozenset())
+        assert self.twin.status is self.machine.status
 
     @invariant()
     def matches_the_model(self) -> None:

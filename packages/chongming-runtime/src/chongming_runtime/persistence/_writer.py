@@ -1,8 +1,12 @@
 """`StoreWriter`: write-through of transitions to a `TaskStore`, batched, with group commit.
 
-Data flow: runs report every transition (with the new snapshot) and every
-side-path update here; this writer is the only code that writes them to the
-store. Non-terminal transitions are batched and written by a background thread
+Data flow: runs report every transition and every side-path update here; this
+writer is the only code that writes them to the store. A controller's run is
+recorded as a pull (`record_run`): the flush that takes it asks the run for its
+snapshot then and the transitions it made since the last take, so a run that moved
+several times between two flushes is one row write, and the snapshots it passed
+through are never built. Other writers record a snapshot with its transitions
+(`record`). Non-terminal transitions are batched and written by a background thread
 (one `save_many` per batch); a terminal transition is *durable*: the caller
 blocks until it (and everything queued before it) is in the store, so a crash
 can never turn a finished task into an unknown one. Callers that flush at the

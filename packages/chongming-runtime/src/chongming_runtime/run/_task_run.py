@@ -44,7 +44,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import partial
 from pathlib import Path
-from typing import Any, Protocol, cast, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from chongming_core import (
     ACTIVE_STATUSES,
@@ -233,9 +233,9 @@ class TaskRun:
 
     The methods a controller's collaborators call besides those (`admit_now`, `kick`,
     `needs_slot`, `scheduling_snapshot`, `when_body_returns`, `hold_finish` for its
-    scheduler; `start_unless_ended`, `take_claimed_start`, `launch_claimed`, `recipe`,
-    `pause_without_waiting` and `start_origin` for the controller and its pipelines)
-    are that narrow interface:
+    scheduler; `take_write` for its store writer; `start_unless_ended`,
+    `take_claimed_start`, `launch_claimed`, `recipe`, `pause_without_waiting` and
+    `start_origin` for the controller and its pipelines) are that narrow interface:
     an application starts, waits, stops, pauses and resumes, and needs none of them.
 
     Args:
@@ -1303,15 +1303,18 @@ class TaskRun:
         meanwhile are told by another thread, and the exception is raised at once; on any
         other thread it can only end that thread, so it is logged and the telling goes on.
         """
+        if not self._outbox:  # a thread tells the events it queued itself, or leaves them
+            return  # to the one telling (which looks again before it stops): none here
         interrupted: BaseException | None = None
-        while interrupted is None:
-            with self._lock:
-                if self._flags & _DELIVERING or not self._outbox:
-                    break
-                self._flags |= _DELIVERING
-                batch, self._outbox = self._outbox, None
-                listeners = self._listeners
+        with self._lock:
+            if self._flags & _DELIVERING or not self._outbox:
+                return
+            self._flags |= _DELIVERING
+            batch = self._take_outbox()
+            listeners = self._listeners
+        while batch is not None:
             terminal: TaskSnapshot | None = None
+            told = False
             try:
                 for event in batch:
                     snapshot = event.snapshot
@@ -1326,9 +1329,8 @@ class TaskRun:
                                 listener.on_side_update(self, snapshot)
                             else:
                                 # None only for a listener that reads no snapshots
-                                listener.on_transition(
-                                    self, event.transition, cast(TaskSnapshot, snapshot)
-                                )
+                                tell = listener.on_transition
+                                tell(self, event.transition, snapshot)  # type: ignore[arg-type]
                         except Exception:
                             _log.exception("listener %r failed on task %r", listener, self._task_id)
                         except BaseException as exc:
@@ -1343,9 +1345,15 @@ class TaskRun:
                                 interrupted = exc
                     if event.transition is not None and event.transition.to_status.is_terminal:
                         terminal = event.snapshot
+                told = True
             finally:
                 with self._lock:
-                    self._flags &= ~_DELIVERING
+                    # queued meanwhile by threads that left them to this one: told next
+                    batch = self._take_outbox() if told and interrupted is None else None
+                    if batch is None:
+                        self._flags &= ~_DELIVERING
+                    else:
+                        listeners = self._listeners
                 if terminal is not None:
                     self._settle_told(terminal)
         if interrupted is not None:
@@ -1355,6 +1363,12 @@ class TaskRun:
                 except Exception:  # no thread to be had: tell them here first
                     self._deliver()
             raise interrupted
+
+    def _take_outbox(self) -> list[RunEvent] | None:
+        """The events queued and not told yet, now taken; None when there are none. Call
+        under the lock."""
+        batch, self._outbox = self._outbox, None
+        return batch
 
     def _deliver_then_kick(self, retry_due: bool) -> None:
         """`_deliver`, then, when `retry_due`, take the step the run is due (its next
