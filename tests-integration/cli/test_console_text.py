@@ -244,6 +244,32 @@ def test_a_db_path_that_is_not_utf8_is_a_usable_file(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (("status", f"t{NOT_UTF8}"), "TASK_ID"),
+        (("ps", "--tag", NOT_UTF8), "--tag"),
+        (("stop", "t-1", "--reason", f"r{NOT_UTF8}"), "--reason"),
+        (("submit", "add", "--arg", f"a={NOT_UTF8}"), "--arg"),
+    ],
+)
+def test_text_that_is_not_utf8_is_refused_in_one_line_before_the_store(
+    tmp_path: Path, args: tuple[str, ...], named: str
+) -> None:
+    ws = make_workspace(tmp_path / "ws")
+    run = _cli(ws, "--db", "t.db", "run", "add", "--tasks", "cli_tasks", "--arg", "a=1",
+               "--task-id", "t-1")  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    history = _cli(ws, "--db", "t.db", "history", "t-1", "--json").stdout
+    line = _one_error_line(_cli(ws, "--db", "t.db", *args))
+    assert line.startswith(f"chongming-task: error: {named} ")
+    assert "holds byte 0xff" in line
+    assert "UTF-8" in line
+    assert _cli(ws, "--db", "t.db", "history", "t-1", "--json").stdout == history
+    listed = _cli(ws, "--db", "t.db", "ps", "--json")
+    assert [task["task_id"] for task in json.loads(listed.stdout)] == ["t-1"]  # nothing new
+
+
+@pytest.mark.parametrize(
     ("where", "dsn"),
     [
         ("--dsn", f"postgresql://app:pa{NOT_UTF8}ss@127.0.0.1:1/db"),

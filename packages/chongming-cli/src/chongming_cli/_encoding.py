@@ -38,6 +38,7 @@ __all__ = [
     "shell_word",
     "stream_encoding",
     "undecodable",
+    "undecodable_argument",
 ]
 
 
@@ -142,3 +143,28 @@ def recover_arguments(args: argparse.Namespace, *, paths: frozenset[str]) -> Non
 def recover_environ(environ: Mapping[str, str], *, paths: frozenset[str]) -> dict[str, str]:
     """A copy of `environ` with `recover_text` applied to every value but `paths`' (names)."""
     return {k: v if k in paths else recover_text(v) for k, v in environ.items()}
+
+
+def undecodable_argument(
+    args: argparse.Namespace, names: Mapping[str, str], *, skip: frozenset[str]
+) -> str | None:
+    """Why a text value of `args` (after `recover_arguments`) is refused: it still holds a
+    byte that is not UTF-8, which no store keeps as text; None when every one is text.
+    `names` gives each dest its name on the command line; the dests in `skip` (file
+    paths, a module, a DSN: each checked where it is used) are not looked at."""
+    for dest, value in vars(args).items():
+        if dest in skip:
+            continue
+        for text in value if isinstance(value, list) else [value]:
+            if not isinstance(text, str):
+                continue
+            found = undecodable(text)
+            if found is None:
+                continue
+            index, what = found
+            return (
+                f"{names.get(dest, dest)} {shell_word(text)} holds {what} at position {index}, "
+                "which is not UTF-8: ids, names, tags and reasons are stored as text; type it "
+                "in UTF-8 (check that the terminal's encoding is UTF-8, e.g. LANG=C.UTF-8)"
+            )
+    return None

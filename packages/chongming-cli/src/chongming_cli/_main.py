@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 import traceback
@@ -11,7 +12,12 @@ from chongming_cli._commands import COMMANDS, Console
 from chongming_cli._completion import complete_if_asked
 from chongming_cli._controls import CONTROLS
 from chongming_cli._durable import cmd_nodes, cmd_submit, cmd_worker
-from chongming_cli._encoding import protected_streams, recover_arguments, recover_environ
+from chongming_cli._encoding import (
+    protected_streams,
+    recover_arguments,
+    recover_environ,
+    undecodable_argument,
+)
 from chongming_cli._exit import EXIT_FAILED, EXIT_OUTPUT_CLOSED, CliError
 from chongming_cli._parser import PROG, UsageError, build_parser
 from chongming_cli._requeue import cmd_retry
@@ -60,6 +66,28 @@ def _secrets(db: str | None, dsn: str | None, environ: Mapping[str, str]) -> tup
         return ()
 
 
+#: Text options checked where they are used: a file path may hold any bytes, a module
+#: name is refused by its import, a DSN by `resolve_location`.
+_CHECKED_ELSEWHERE = frozenset({"db", "dsn", "tasks"})
+
+
+def _argument_names(parser: argparse.ArgumentParser, args: argparse.Namespace) -> dict[str, str]:
+    """Each dest of the command given, named as on the command line (``--tag``, ``TASK_ID``)."""
+    actions = list(parser._actions)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            command = action.choices.get(getattr(args, "command", None) or "")
+            if command is not None:
+                actions.extend(command._actions)
+    names: dict[str, str] = {}
+    for action in actions:
+        if action.option_strings:
+            names[action.dest] = max(action.option_strings, key=len)
+        elif isinstance(action.metavar, str):
+            names[action.dest] = action.metavar
+    return names
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run ``chongming-task`` with `argv` (default ``sys.argv[1:]``); returns the exit code.
 
@@ -83,6 +111,10 @@ def _main(argv: Sequence[str] | None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_FAILED
     # a file path keeps its bytes; other text that is UTF-8 is read as such (see _encoding)
     recover_arguments(args, paths=frozenset({"db"}))
+    refused = undecodable_argument(args, _argument_names(parser, args), skip=_CHECKED_ELSEWHERE)
+    if refused is not None:  # before any store is opened: nothing is read or written
+        console.note(f"{PROG}: error: {printable(refused)}")
+        return EXIT_FAILED
     environ = recover_environ(os.environ, paths=frozenset({"CHONGMING_DB"}))
     secrets = _secrets(args.db, args.dsn, environ)
     debug = bool(args.debug) or os.environ.get("CHONGMING_DEBUG", "") not in {"", "0"}
