@@ -151,6 +151,9 @@ _RETRY_DUE = 32
 _DELIVERING = 64
 #: A listener reads the snapshot of every transition (see `RunListener.on_transition`).
 _SNAPSHOTS_READ = 128
+#: One listener holding `wait()` (`hold_finish`) adds this: the count is the flags above
+#: `_SNAPSHOTS_READ`, so a run whose store writer releases it at once makes no `_Rare`.
+_ONE_HOLD = 256
 
 
 def _reads_snapshots(listeners: tuple[RunListener, ...]) -> bool:
@@ -163,7 +166,7 @@ def _reads_snapshots(listeners: tuple[RunListener, ...]) -> bool:
 class _Rare:
     """What few runs ever have: a stop's or a cancellation's reason, a backoff timer,
     progress, log lines, an abandoned body's waiters, upstream values, the inline
-    driver's event, listeners holding `wait()` and the snapshot they hold. A queued run
+    driver's event, the end's snapshot while a listener holds `wait()`. A queued run
     shares `_NOTHING_RARE` and makes its own at the first write (`TaskRun._rare_made`):
     72 bytes less per run (D176)."""
 
@@ -171,7 +174,6 @@ class _Rare:
         "abandoned",
         "backoff_timer",
         "cancel_reason",
-        "finish_holds",
         "logs",
         "progress",
         "settled",
@@ -185,7 +187,6 @@ class _Rare:
         self.abandoned: list[Callable[[], None]] | None = None
         self.backoff_timer: TimerHandle | None = None
         self.cancel_reason: str | None = None
-        self.finish_holds = 0  # listeners that asked `wait()` to wait for them
         self.logs: deque[str] | None = None
         self.progress: Progress | None = None
         #: the terminal snapshot every listener was told while one held `wait()`
@@ -193,6 +194,10 @@ class _Rare:
         self.stop_reason: str | None = None
         self.upstream: Mapping[str, Any] | None = None
         self.wakeup: threading.Event | None = None  # made by the inline driver
+
+    def is_empty(self) -> bool:
+        """Whether every field holds its default (the run needs no `_Rare` of its own)."""
+        return all(getattr(self, name) is None for name in _Rare.__slots__)
 
 
 class _NoRare(_Rare):
@@ -500,7 +505,7 @@ class TaskRun:
     ) -> tuple[Callable[..., Any], tuple[Any, ...], Mapping[str, Any], dict[str, Any]]:
         """The function, arguments and options to run the same body again
         (`Controller.retry`)."""
-        snap = self._machine.snapshot
+        snap = self._machine.base  # fields fixed at creation: read without the lock
         options = {
             "executor": self._setup.executor,
             "retry": self._setup.policy,
@@ -1254,7 +1259,7 @@ class TaskRun:
         """For a listener of the terminal transition: ``wait()`` and ``done`` wait until the
         returned callable is called (a store writer calls it once the write is durable)."""
         with self._lock:
-            self._rare_made().finish_holds += 1
+            self._flags += _ONE_HOLD
         released = False
 
         def release() -> None:
@@ -1263,9 +1268,8 @@ class TaskRun:
                 if released:
                     return
                 released = True
-                rare = self._rare
-                rare.finish_holds -= 1
-                settled = rare.settled if rare.finish_holds == 0 else None
+                self._flags -= _ONE_HOLD
+                settled = None if self._flags >= _ONE_HOLD else self._rare.settled
             if settled is not None:
                 self._finish(settled)
 
@@ -1274,10 +1278,9 @@ class TaskRun:
     def _settle_told(self, snapshot: TaskSnapshot) -> None:
         """Every listener has seen the terminal transition; finish unless one holds it."""
         with self._lock:
-            rare = self._rare
-            held = rare.finish_holds > 0
-            if held:  # made by `hold_finish`: kept for the last release
-                rare.settled = snapshot
+            held = self._flags >= _ONE_HOLD
+            if held:  # by `hold_finish`: kept for the last release
+                self._rare_made().settled = snapshot
         if not held:
             self._finish(snapshot)
 
@@ -1290,6 +1293,11 @@ class TaskRun:
             # a finished run keeps its trajectory, not the machinery of its last attempt
             # (context, control, closures): fewer live objects for the garbage collector
             self._attempt = None
+            rare = self._rare
+            if rare.settled is not None:
+                rare.settled = None
+                if rare.is_empty():  # made only to keep the end's snapshot: not kept
+                    self._rare = _NOTHING_RARE
             finished = self._finished
         if finished is not None:
             finished.set()
