@@ -64,7 +64,7 @@ class StateMachine:
         machine.mark_succeeded(outcome={"rows": 42})
     """
 
-    __slots__ = ("_changes", "_clock", "_snapshot", "_status", "_transitions")
+    __slots__ = ("_changes", "_clock", "_snapshot", "_transitions")
 
     def __init__(
         self,
@@ -77,7 +77,6 @@ class StateMachine:
         # the fields changed since `_snapshot` was built (always with status and version),
         # applied by `snapshot` when read; None while `_snapshot` is current
         self._changes: dict[str, Any] | None = None
-        self._status = snapshot.status  # read at every event: kept apart
         # a tuple, or the transition itself while there is one: a waiting task's one
         # transition costs no container (a list's 88 bytes, a tuple's 48), and
         # `transitions` hands the tuple out without a copy (a machine records a handful)
@@ -175,7 +174,11 @@ class StateMachine:
     @property
     def status(self) -> TaskStatus:
         """The current status."""
-        return self._status
+        changes = self._changes
+        if changes is None:
+            return self._snapshot.status
+        status: TaskStatus = changes["status"]
+        return status
 
     @property
     def version(self) -> int:
@@ -327,7 +330,7 @@ class StateMachine:
             self._snapshot.task_id, current, target, trigger, actor, reason, version, now
         )
         # the changes of this event, over those not yet built into a snapshot (`snapshot`)
-        changes["status"] = self._status = target
+        changes["status"] = target
         changes["status_version"] = version
         changes["updated_at"] = now
         pending = self._changes

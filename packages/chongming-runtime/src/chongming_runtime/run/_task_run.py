@@ -265,6 +265,7 @@ class TaskRun:
         "_args",
         "_attempt",
         "_deadlines",
+        "_ended",
         "_final",
         "_finished",
         "_flags",
@@ -399,6 +400,9 @@ class TaskRun:
         # the composed terminal snapshot, once told: the run is done (a run made of a
         # finished task is done from the start)
         self._final: TaskSnapshot | None = machine.snapshot if machine.status.is_terminal else None
+        # the composed snapshot of its terminal transition: told to the listeners, written
+        # as it is (a composition made later could stamp another heartbeat)
+        self._ended: TaskSnapshot | None = None
         # the lifecycle
         # the lifecycle's yes-or-no facts: `_START_REQUESTED` and the rest
         self._flags = _SNAPSHOTS_READ if _reads_snapshots(self._listeners) else 0
@@ -1226,7 +1230,8 @@ class TaskRun:
     def _record(self, transition: Transition) -> None:
         """Queue `transition` for the listeners. Call under the lock."""
         if transition.to_status.is_terminal:
-            self._queue_event(RunEvent(self._compose(), transition))
+            ended = self._ended = self._compose()
+            self._queue_event(RunEvent(ended, transition))
             self._on_terminal()
             wakeup = self._rare.wakeup
             if wakeup is not None:
@@ -1246,6 +1251,9 @@ class TaskRun:
             if start >= len(transitions):
                 return None
             self._unwritten = len(transitions)
+            ended = self._ended
+            if ended is not None and ended.status_version == self._machine.version:
+                return ended, transitions[start:]  # the end as its listeners are told it
             return self._compose(), transitions[start:]
 
     def _queue_event(self, event: RunEvent) -> None:
