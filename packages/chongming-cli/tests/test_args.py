@@ -10,6 +10,7 @@ import pytest
 
 from chongming_cli import EXIT_FAILED, CliError, main
 from chongming_cli._args import convert_args, split_args
+from chongming_cli._numbers import whole_number
 
 
 def typed(  # type: ignore[no-untyped-def]  # `bare` has no annotation on purpose
@@ -160,3 +161,33 @@ def test_integers_past_64_bits_are_refused_before_the_store_is_touched(
     assert err.count("\n") == 1
     assert said in err
     assert not db.exists()
+
+
+@pytest.mark.parametrize("typed", ["١", "1_0", "+3", " 3", "3 ", "0x10", "1e3", "٣٠"])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["prune", "--keep-terminal", "{}"],
+        ["ps", "--bucket", "{}"],
+        ["--num-buckets", "{}", "ps"],
+        ["worker", "--tasks", "chongming_cli.demo_tasks", "--fleet-limit", "gpu={}"],
+    ],
+)
+def test_a_whole_number_is_ascii_digits_only(
+    argv: list[str], typed: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Digits of another script, underscores, a plus sign or blanks are refused in one line
+    before the store is touched (Python's int() would read each: ``prune --keep-terminal ١``
+    deleted all but one finished task)."""
+    db = tmp_path / "ints.db"
+    assert main(["--db", str(db), *(a.format(typed) for a in argv)]) == EXIT_FAILED
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert "whole number" in err
+    assert not db.exists()
+
+
+def test_whole_number_reads_what_it_shows_back() -> None:
+    assert [whole_number(t) for t in ("0", "42", "-7", "007")] == [0, 42, -7, 7]
+    with pytest.raises(ValueError, match="is not a whole number"):
+        whole_number("")

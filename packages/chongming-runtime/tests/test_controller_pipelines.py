@@ -480,6 +480,27 @@ def test_a_blocked_node_is_not_paused_now_or_later(controller: Controller) -> No
     ]  # fmt: skip
 
 
+def test_a_blocked_node_stopped_by_command_names_who_asked(controller: Controller) -> None:
+    """A stop command from another process ends a blocked node as it ends a running one:
+    its transition's actor is the command's issuer, ``(command)``, not this holder."""
+    release = threading.Event()
+    controller.register("first", lambda ctx: checkpoint_until(ctx, release))
+    controller.register("second", lambda ctx: ctx.input("first"))
+    pipeline = Pipeline("p")
+    head = pipeline.node("first")
+    pipeline.node("second", depends_on=[head])
+    prun = controller.submit_pipeline(pipeline)
+    blocked = prun.task_ids["second"]
+    command = new_command(
+        task_id=blocked, action="stop", issued_by="ops", reason="no audit", clock=controller.clock
+    )
+    assert controller._controls.handle_command(command) == "applied"
+    last = controller.history(blocked)[-1]
+    assert (last.to_status, last.actor, last.reason) == (S.STOPPED, "ops (command)", "no audit")
+    release.set()
+    prun.wait(WAIT)
+
+
 def test_a_start_timeout_counts_blocked_time(make_controller: Callable[..., Controller]) -> None:
     """R1: a node's start timeout expires while it is blocked (-> cancelled, timeout_start),
     and a node released late has only what is left of it."""

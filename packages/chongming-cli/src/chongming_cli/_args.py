@@ -33,6 +33,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from chongming_cli._exit import CliError
+from chongming_cli._numbers import whole_number
 
 __all__ = [
     "ENQUEUE_ARG_NAMES",
@@ -221,7 +222,7 @@ def _convert(text: str, annotation: Any) -> Any:
             return word in _TRUE
         raise ValueError(text)
     if annotation is int:
-        return int(text)
+        return whole_number(text)
     if annotation is float:
         return float(text)
     return json.loads(text, parse_constant=_no_constant)

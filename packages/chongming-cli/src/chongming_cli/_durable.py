@@ -33,6 +33,7 @@ from chongming_cli._exit import EXIT_FAILED, EXIT_OK, EXIT_TASK_NOT_SUCCEEDED, C
 from chongming_cli._hints import suggest
 from chongming_cli._holders import holder_gone
 from chongming_cli._loading import check_task_args, load_task_module, task_function
+from chongming_cli._numbers import whole_number
 from chongming_cli._output import (
     format_outcome,
     format_time,
@@ -283,7 +284,7 @@ def _limits(items: Sequence[str]) -> dict[str, int]:
         if tag in limits:
             raise CliError(f"--fleet-limit {tag}=... is given twice; give each tag's limit once")
         try:
-            limits[tag] = int(count)
+            limits[tag] = whole_number(count)
         except ValueError:
             raise CliError(
                 f"--fleet-limit {item!r}: {count!r} is not a whole number; write e.g. "

@@ -15,6 +15,7 @@ from contextvars import ContextVar
 from typing import Any, NoReturn
 
 from chongming_cli._exit import CliError
+from chongming_cli._numbers import whole_number
 from chongming_cli._versions import versions_text
 from chongming_cli._when import parse_duration
 from chongming_core import TaskStatus
@@ -305,7 +306,7 @@ def _seconds(text: str) -> float:
 
 def _at_least(text: str, least: int) -> int:
     try:
-        value = int(text)
+        value = whole_number(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < least:
@@ -327,7 +328,7 @@ def _positive(text: str) -> int:
 
 def _integer(text: str) -> int:
     try:
-        return int(text)
+        return whole_number(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
 

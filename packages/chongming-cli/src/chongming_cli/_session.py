@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from chongming_cli._exit import CliError
+from chongming_cli._numbers import whole_number
 from chongming_cli._stores import StoreLocation, open_store, resolve_location
 from chongming_core import parse_bucket_spec
 from chongming_runtime import Controller
@@ -46,7 +47,7 @@ def resolve_node(args: argparse.Namespace, environ: Mapping[str, str] | None = N
     num_buckets = None
     if num_text is not None:
         try:
-            num_buckets = int(num_text)
+            num_buckets = whole_number(num_text)
         except ValueError:
             raise CliError(
                 f"--num-buckets (or CHONGMING_NUM_BUCKETS) must be a whole number, got {num_text!r}"

@@ -392,7 +392,8 @@ class Controls:
     def _handle_unheld(self, command: Command, action: CommandAction) -> str | None:
         if self._pipelines.holds(command.task_id):
             if action is CommandAction.STOP:
-                self._pipelines.stop_unreleased(command.task_id, command.reason)
+                who = f"{command.issued_by} (command)"  # as for a run held here
+                self._pipelines.stop_unreleased(command.task_id, command.reason, actor=who)
                 return "applied"
             # held here, so not released to another holder: completed, never retried
             # until the node is released and the stale request applied then

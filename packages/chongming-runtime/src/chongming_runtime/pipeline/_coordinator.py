@@ -359,8 +359,11 @@ class PipelineCoordinator:
             snapshot = machine.snapshot
         self._write_and_settle(snapshot, transition)
 
-    def stop_unreleased(self, task_id: str, reason: str | None) -> bool:
-        """Stop a node that was never released (``blocked``/``pending`` -> ``stopped``)."""
+    def stop_unreleased(
+        self, task_id: str, reason: str | None, *, actor: str | None = None
+    ) -> bool:
+        """Stop a node that was never released (``blocked``/``pending`` -> ``stopped``), as
+        `actor` (by default this controller's owner)."""
         c = self._host
         with self._lock:
             entry = self._by_task.get(task_id)
@@ -372,7 +375,7 @@ class PipelineCoordinator:
             machine = node.machine
             if node.run is not None or machine is None or machine.status.is_terminal:
                 return False
-            transition = machine.mark_stopped(actor=c.owner, reason=reason)
+            transition = machine.mark_stopped(actor=actor or c.owner, reason=reason)
             snapshot = machine.snapshot
         self._write_and_settle(snapshot, transition)
         return True
