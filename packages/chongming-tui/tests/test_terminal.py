@@ -82,3 +82,29 @@ def test_the_dashboard_ends_cleanly(db: Path, interrupt: str) -> None:
         os.close(leader)
     assert code == 0, f"exit code {code} after {interrupt}"
     assert LEAVE_ALTERNATE_SCREEN in rest, "the terminal was not restored"
+
+
+@pytest.mark.parametrize("where", ["both", "stdin", "stdout"])
+def test_without_a_terminal_the_dashboard_is_refused_in_one_line(db: Path, where: str) -> None:
+    """Fed from /dev/null its input thread spun on end-of-file, and writing to a pipe whose
+    reader had left blocked it for good, deaf to SIGTERM: it now refuses to start."""
+    leader, follower = pty.openpty()
+    try:
+        process = subprocess.run(
+            [sys.executable, "-m", "chongming_cli", "--db", str(db), "dashboard"],
+            stdin=subprocess.DEVNULL if where in {"both", "stdin"} else follower,
+            stdout=subprocess.PIPE if where in {"both", "stdout"} else follower,
+            stderr=subprocess.PIPE,
+            timeout=60,
+            check=False,
+        )
+    finally:
+        os.close(follower)
+        os.close(leader)
+    assert process.returncode == 1
+    (line,) = process.stderr.decode().splitlines()
+    assert line.startswith("chongming-task: error: the dashboard needs a terminal")
+    named = {"both": "standard input and standard output are", "stdin": "standard input is",
+             "stdout": "standard output is"}[where]  # fmt: skip
+    assert named in line
+    assert b"Traceback" not in process.stderr

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import signal
+import sys
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -23,7 +24,7 @@ from textual.binding import Binding, BindingType
 from textual.screen import Screen
 from textual.timer import Timer
 
-from chongming_core import Clock, TaskSnapshot
+from chongming_core import Clock, ConfigurationError, TaskSnapshot
 from chongming_runtime import Controller, describe_buckets, printable
 from chongming_runtime import waiting_reason as runtime_waiting_reason
 from chongming_tui._data import PendingAction, Refresh, WaitingReason, fetch
@@ -31,6 +32,7 @@ from chongming_tui._filters import TaskFilter
 from chongming_tui._format import assess, format_age
 from chongming_tui._messages import ActionDone, Refreshed, RefreshFailed
 from chongming_tui._notes import PASSING_SECONDS, Note
+from chongming_tui._terminal import terminal_problem
 from chongming_tui.components.detail import TaskDetailScreen
 from chongming_tui.components.header import DashboardHeader, HeaderInfo
 from chongming_tui.components.help import HelpScreen
@@ -95,6 +97,17 @@ class DashboardApp(App[int]):
             tooltip="Textual's command palette (theme, screenshot, ...)",
         ),
     ]
+
+    def run(self, *, headless: bool = False, **options: Any) -> int | None:
+        """`App.run`, refused in one line unless standard input and output are a terminal
+        (or `headless`): fed from a pipe or a file, the input thread spins on end-of-file,
+        and a write to a pipe whose reader left blocks the main thread, so that not even
+        SIGTERM ends the process."""
+        if not headless:
+            problem = terminal_problem(sys.stdin, sys.stdout)
+            if problem is not None:
+                raise ConfigurationError(problem)
+        return super().run(headless=headless, **options)
 
     def __init__(
         self,
