@@ -336,12 +336,12 @@ def test_run_of_a_result_no_store_can_keep_exits_3_and_the_store_agrees(
         # would run without ever being recorded
         pytest.param(
             ["run", "add", *TASKS, "--arg", "a=1", "--label", "caf\udce9"],
-            "label 'caf\\udce9' is not valid Unicode",
+            "--label $'caf\\xe9' holds byte 0xe9 at position 3, which is not UTF-8",
             id="label-not-utf8",
         ),
         pytest.param(
             ["run", "add", *TASKS, "--arg", "a=1", "--tag", "caf\udce9"],
-            "is not valid Unicode",
+            "which is not UTF-8",
             id="tag-not-utf8",
         ),
         pytest.param(

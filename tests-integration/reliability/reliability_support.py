@@ -218,8 +218,10 @@ def crash_violations(
     finished: dict[str, dict[str, Any]],
     lost_ids: set[str],
     adoptable_ids: set[str],
+    cancelled_ids: set[str] | None = None,
 ) -> tuple[list[str], int]:
-    """Every invariant after SIGKILL + reconcile; returns the violations and tasks checked."""
+    """Every invariant after SIGKILL + reconcile; returns the violations and tasks checked.
+    `cancelled_ids` are the pipeline nodes the reconcile cancelled (guide §8.12)."""
     found, tasks = store_violations(store)
     found.extend(told_violations(store, finished))
     for snap in tasks:
@@ -238,6 +240,14 @@ def crash_violations(
                 found.append(f"{tid}: the lost failure does not say why: {failure.message!r}")
         if not snap.is_terminal and tid not in adoptable_ids:
             found.append(f"{tid}: {snap.status.value} but not reported adoptable (silently stuck)")
+        if not snap.is_terminal and snap.pipeline_id is not None:
+            found.append(f"{tid}: a node of a dead pipeline left {snap.status.value}")
+    for tid in cancelled_ids or set():
+        now = store.get(tid)
+        if now is None or now.status is not TaskStatus.CANCELLED or now.pipeline_id is None:
+            found.append(f"{tid}: reported cancelled but the store has {now!r}")
+        elif now.failure is None or "lease" not in now.failure.message:
+            found.append(f"{tid}: cancelled without saying why: {now.failure!r}")
     for tid in lost_ids:
         now = store.get(tid)
         if now is None or now.status is not TaskStatus.LOST:
@@ -264,6 +274,9 @@ def reconcile_past_leases(
     finally:
         controller.close()
     assert not again.lost, "a second reconcile found more lost tasks: the first was not complete"
+    assert not again.cancelled, (
+        "a second reconcile cancelled more nodes: the first was not complete"
+    )
     return report
 
 

@@ -10,7 +10,9 @@ past every lease (so nothing waits for the lease to run out), and checks:
 * everything the worker was told finished is in the store exactly so (status,
   outcome, failure kind, version): durable before told;
 * every task that was executing is ``lost`` with a failure that names the lease;
-* whatever is not terminal was reported adoptable (never silently stuck);
+* whatever is not terminal was reported adoptable (never silently stuck), and no node of
+  a pipeline is left unfinished: its process is gone, so nothing would release or start
+  it (guide §8.12); the waiting ones are cancelled, saying why;
 * every history is the contiguous chain 1..n ending in the snapshot's status.
 
 20 seeds by default; ``CHONGMING_SOAK=1`` runs 500.
@@ -72,7 +74,8 @@ def test_sigkill_then_reconcile_sqlite(seed: int, tmp_path: Path, children: Chil
         result = _reconcile(store)
         lost = {s.task_id for s in result.lost}
         adoptable = {s.task_id for s in result.adoptable}
-        violations, checked = crash_violations(store, finished, lost, adoptable)
+        cancelled = {s.task_id for s in result.cancelled}
+        violations, checked = crash_violations(store, finished, lost, adoptable, cancelled)
         statuses = {s.status for s in store.query()}
     TALLY.add(
         crash_runs=1,
@@ -80,6 +83,7 @@ def test_sigkill_then_reconcile_sqlite(seed: int, tmp_path: Path, children: Chil
         crash_tasks_checked=checked,
         crash_reported_finished=len(finished),
         crash_lost=len(lost),
+        crash_cancelled=len(cancelled),
         crash_violations=len(violations),
     )
     assert not violations, "\n".join(violations)
@@ -125,7 +129,10 @@ def test_sigkill_one_of_two_postgres_nodes(
         finished_a, finished_b = finished_lines(lines_a), finished_lines(lines_b)
         lost = {s.task_id for s in result.lost}
         adoptable = {s.task_id for s in result.adoptable}
-        violations, checked = crash_violations(store, finished_a | finished_b, lost, adoptable)
+        cancelled = {s.task_id for s in result.cancelled}
+        violations, checked = crash_violations(
+            store, finished_a | finished_b, lost, adoptable, cancelled
+        )
         tasks = store.query()
         b_tasks = [s for s in tasks if s.lease_owner == "node-b"]
         for snap in b_tasks:

@@ -31,10 +31,12 @@ def _put(
     bucket: int | None = None,
     owner: str = "worker-1",
     durable: bool = False,
+    pipeline_id: str | None = None,
 ) -> TaskSnapshot:
     machine = StateMachine.create(
         task_id, "job", clock=clock, bucket=bucket, durable=durable,
         arguments={"args": [], "kwargs": {}} if durable else None,
+        pipeline_id=pipeline_id, node_id=None if pipeline_id is None else task_id,
     )  # fmt: skip
     for step in path:
         getattr(machine, step)()
@@ -301,3 +303,45 @@ def test_a_durable_task_no_worker_claimed_yet_is_work_for_the_fleet_not_an_orpha
         stored = store.get(task_id)
         assert stored is not None
         assert (stored.status, stored.status_version) == (status, 1 if status is S.QUEUED else 2)
+
+
+def test_waiting_nodes_of_a_pipeline_whose_supervisor_is_gone_are_cancelled() -> None:
+    """A pipeline cannot go on after its process ended (guide §8.12): its running node is
+    lost, and the nodes waiting for it (blocked), for a slot (queued) or for a retry are
+    cancelled, since nothing will ever release or start them and they never ran. A plain
+    queued task stays adoptable (§8.11), and a node whose lease runs is not judged."""
+    clock = FakeClock()
+    store = InMemoryTaskStore()
+    _put(store, clock, "p:extract", RUNNING, pipeline_id="p")
+    _put(store, clock, "p:load", ["mark_blocked"], pipeline_id="p")
+    _put(store, clock, "p:audit", ["mark_queued"], pipeline_id="p")
+    _put(store, clock, "plain", ["mark_queued"])
+    _put(store, clock, "q:alive", ["mark_blocked"], pipeline_id="q", lease_seconds=60)
+    dry = reconcile_store(store, actor="worker-2", clock=clock, buckets=None, dry_run=True)
+    assert sorted(s.task_id for s in dry.cancelled) == ["p:audit", "p:load"]
+    assert store.get("p:load").status is S.BLOCKED  # type: ignore[union-attr]
+    assert not dry.changed
+    report = reconcile_store(store, actor="worker-2", clock=clock, buckets=None)
+    assert report.changed
+    assert sorted(s.task_id for s in report.cancelled) == ["p:audit", "p:load"]
+    found = {s.task_id: s.status for s in report.cancelled}
+    assert found == {"p:load": S.BLOCKED, "p:audit": S.QUEUED}  # as they were found
+    assert [s.task_id for s in report.lost] == ["p:extract"]
+    assert [s.task_id for s in report.adoptable] == ["plain"]
+    for task_id, before in (("p:load", S.BLOCKED), ("p:audit", S.QUEUED)):
+        stored = store.get(task_id)
+        assert stored is not None
+        assert stored.status is S.CANCELLED
+        assert stored.failure is not None
+        assert stored.failure.kind is FailureKind.CANCELLED
+        assert not stored.failure.retryable
+        assert "worker-1" in stored.failure.message
+        assert "submit the pipeline again" in stored.failure.message
+        last = store.history(task_id)[-1]
+        assert (last.from_status, last.to_status, last.actor) == (before, S.CANCELLED, "worker-2")
+    alive = store.get("q:alive")
+    assert alive is not None
+    assert alive.status is S.BLOCKED
+    again = reconcile_store(store, actor="worker-2", clock=clock, buckets=None)
+    assert not again.cancelled
+    assert not again.lost

@@ -317,17 +317,25 @@ def cmd_reconcile(args: argparse.Namespace, node: NodeOptions, console: Console)
             document["unreadable"] = [row.to_dict() for row in report.unreadable]
         if report.leased:  # likewise
             document["leased"] = [s.to_dict() for s in report.leased]
+        if report.cancelled:  # likewise
+            document["cancelled"] = [s.to_dict() for s in report.cancelled]
         write_json(console.out, document)
         _unreadable_failure(console, report.unreadable, _NOT_JUDGED)
         return EXIT_OK
     verb = "would mark" if report.dry_run else "marked"
     unread = f", {len(report.unreadable)} unreadable" if report.unreadable else ""
+    ended = f", {len(report.cancelled)} cancelled" if report.cancelled else ""
     console.say(
-        f"reconcile{' (dry run)' if report.dry_run else ''}: {verb} {len(report.lost)} lost, "
-        f"{len(report.adoptable)} adoptable, {len(report.skipped)} skipped{unread}"
+        f"reconcile{' (dry run)' if report.dry_run else ''}: {verb} {len(report.lost)} lost"
+        f"{ended}, {len(report.adoptable)} adoptable, {len(report.skipped)} skipped{unread}"
     )
     for title, group in (
         (f"lost — supervisor gone, {verb} lost (the status each had before):", report.lost),
+        (
+            f"cancelled — nodes of a pipeline whose supervisor is gone (a pipeline cannot go on "
+            f"after its process ended; submit it again), {verb} cancelled:",
+            report.cancelled,
+        ),
         ("adoptable — unsupervised and not started; resubmit them:", report.adoptable),
         ("skipped — their supervisor wrote first:", report.skipped),
     ):

@@ -13,11 +13,12 @@ from datetime import UTC, datetime
 from typing import Any, TextIO
 
 from chongming_cli._encoding import json_text, stream_encoding
-from chongming_core import TaskSnapshot, TaskStatus, Transition
+from chongming_core import Failure, TaskSnapshot, TaskStatus, Transition
 from chongming_runtime import TaskOutcome, display_width, format_elapsed, printable
 
 __all__ = [
     "Palette",
+    "failure_text",
     "format_outcome",
     "format_snapshot",
     "format_time",
@@ -61,6 +62,14 @@ class Palette:
         if status.is_terminal:
             return self.paint(status.value, "yellow")
         return status.value
+
+
+def failure_text(failure: Failure) -> str:
+    """``kind: message``, without saying the kind twice when the message begins with it
+    (``cancelled: fail_fast: ...``, not ``cancelled: cancelled: fail_fast: ...``)."""
+    kind = failure.kind.value
+    message = failure.message
+    return message if message == kind or message.startswith(f"{kind}: ") else f"{kind}: {message}"
 
 
 def render_rows(
@@ -152,7 +161,7 @@ def format_snapshot(
         ("finished", format_time(snapshot.finished_at)),
     ]
     if snapshot.failure is not None:
-        pairs.append(("failure", f"{snapshot.failure.kind.value}: {p(snapshot.failure.message)}"))
+        pairs.append(("failure", p(failure_text(snapshot.failure))))
     if snapshot.status is TaskStatus.SUCCEEDED:
         pairs.append(("value", p(format_value(snapshot.outcome))))
     return _block(pairs)
@@ -304,7 +313,7 @@ def format_outcome(outcome: TaskOutcome, palette: Palette | None = None) -> str:
         pairs.append(("value", printable(format_value(outcome.value))))
     elif outcome.failure is not None:
         failure = outcome.failure
-        pairs.append(("failure", f"{failure.kind.value}: {printable(failure.message)}"))
+        pairs.append(("failure", printable(failure_text(failure))))
     return _block(pairs)
 
 

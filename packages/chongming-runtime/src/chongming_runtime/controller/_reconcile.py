@@ -11,6 +11,8 @@ and judging liveness by heartbeats would kill it.
 | pausing, stopping, or paused in place)                  |                                |
 | lease expired, holding nothing (pending, blocked,       | unchanged, reported adoptable  |
 | queued, paused before start, retry_wait)                |                                |
+| the same, a node of a pipeline (its structure lived in  | ``cancelled``: nobody will     |
+| the process that is gone, §8.12)                        | release or start it            |
 | a durable task no worker claimed yet (no lease at all)  | untouched, not reported: any   |
 |                                                         | worker that serves it claims it|
 | the supervisor wrote first (version conflict)           | left alone, reported skipped   |
@@ -58,6 +60,10 @@ class ReconcileReport:
     judged (nothing about them can be trusted) and are left as they are. `leased` are the
     unfinished tasks another process holds under a lease that has not run out: not judged
     either, since their holder may be alive; one that died is found once its lease ends.
+    `cancelled` are the pipeline nodes that were waiting (for their upstream, a slot or a
+    retry) when their pipeline's supervisor went: a pipeline cannot go on after its
+    process ended (guide §8.12), so nobody would ever release or start them; they never
+    started, so they are not lost but cancelled.
     """
 
     lost: tuple[TaskSnapshot, ...] = ()
@@ -66,11 +72,12 @@ class ReconcileReport:
     dry_run: bool = False
     unreadable: tuple[UnreadableRow, ...] = ()
     leased: tuple[TaskSnapshot, ...] = ()
+    cancelled: tuple[TaskSnapshot, ...] = ()
 
     @property
     def changed(self) -> bool:
-        """True when a real run marked at least one task lost."""
-        return bool(self.lost) and not self.dry_run
+        """True when a real run marked at least one task lost or cancelled."""
+        return bool(self.lost or self.cancelled) and not self.dry_run
 
 
 def holds_resources(snapshot: TaskSnapshot) -> bool:
@@ -102,6 +109,19 @@ def _lost_failure(snapshot: TaskSnapshot) -> Failure:
     )
 
 
+def _interrupted_failure(snapshot: TaskSnapshot) -> Failure:
+    owner = snapshot.lease_owner or "no supervisor"
+    until = snapshot.lease_until.isoformat() if snapshot.lease_until else "never leased"
+    return Failure.of(
+        FailureKind.CANCELLED,
+        f"its pipeline's supervisor {owner!r} stopped renewing its lease (expired: {until}) "
+        f"while the node was {snapshot.status.value}; a pipeline cannot go on after its "
+        "process ended, so nobody will release or start it (it never ran) — submit the "
+        "pipeline again",
+        retryable=False,
+    )
+
+
 def reconcile_store(
     store: TaskStore,
     *,
@@ -130,6 +150,7 @@ def reconcile_store(
         buckets=None if buckets is None else frozenset(buckets),
     )
     lost: list[TaskSnapshot] = []
+    cancelled: list[TaskSnapshot] = []
     adoptable: list[TaskSnapshot] = []
     skipped: list[TaskSnapshot] = []
     mine = set(skip_task_ids)
@@ -142,7 +163,26 @@ def reconcile_store(
         if not holds_resources(snapshot):
             if snapshot.durable and not snapshot.lease_owner:
                 continue  # enqueued, never claimed: any worker that serves it claims it (D172)
-            adoptable.append(snapshot)
+            if snapshot.pipeline_id is None:
+                adoptable.append(snapshot)
+                continue
+            # a node of a pipeline whose process is gone: nothing will release or start it
+            if not dry_run:
+                machine = StateMachine(snapshot, clock=clock)
+                failure = _interrupted_failure(snapshot)
+                machine.mark_cancelled(
+                    failure=failure, actor=actor, reason="reconcile: its pipeline's lease expired"
+                )
+                try:
+                    store.save(
+                        machine.snapshot,
+                        expect_version=snapshot.status_version,
+                        transitions=machine.transitions,
+                    )
+                except ConcurrencyConflict:
+                    skipped.append(snapshot)
+                    continue
+            cancelled.append(snapshot)
             continue
         if dry_run:
             lost.append(snapshot)
@@ -181,7 +221,7 @@ def reconcile_store(
         and not lease_expired(s, moment)
     )
     return ReconcileReport(
-        tuple(lost), tuple(adoptable), tuple(skipped), dry_run, unreadable, leased
+        tuple(lost), tuple(adoptable), tuple(skipped), dry_run, unreadable, leased, tuple(cancelled)
     )
 
 

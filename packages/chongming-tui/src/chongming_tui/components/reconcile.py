@@ -79,9 +79,15 @@ class ReconcileScreen(Screen[None]):
         title = Text(
             f"reconcile (dry run) for buckets {self.dashboard.buckets_label}: ", style="bold"
         )
+        ended = (
+            f"{len(report.cancelled)} pipeline node(s) whose pipeline's supervisor is gone would "
+            "be cancelled, "
+            if report.cancelled
+            else ""
+        )
         title.append(
-            f"{len(report.lost)} would be marked lost, {len(report.adoptable)} adoptable; "
-            f"nothing was changed (to apply: {self.dashboard.reconcile_command})",
+            f"{len(report.lost)} would be marked lost, {ended}{len(report.adoptable)} "
+            f"adoptable; nothing was changed (to apply: {self.dashboard.reconcile_command})",
         )
         if report.unreadable:  # not judged: named, so no crashed task hides behind one
             shown = ", ".join(row.task_id for row in report.unreadable[:MAX_NAMED])
