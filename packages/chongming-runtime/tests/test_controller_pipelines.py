@@ -452,17 +452,25 @@ def test_node_options_override_the_task_spec_like_submit(controller: Controller)
         controller.submit_pipeline(bad)
 
 
-def test_a_blocked_node_is_not_paused_now_or_later(controller: Controller) -> None:
-    """A blocked node has no pause (§9.2): pause() says False and nothing lands on it once
-    it is released; a pause command from another process is completed, not retried."""
-    release = threading.Event()
+def _second_blocked_behind_first(
+    controller: Controller, release: threading.Event
+) -> tuple[PipelineRun, str]:
+    """A pipeline whose node "second" is blocked until "first" ends (once `release` is
+    set); returns its run and the blocked node's task id."""
     controller.register("first", lambda ctx: checkpoint_until(ctx, release))
     controller.register("second", lambda ctx: ctx.input("first"))
     pipeline = Pipeline("p")
     head = pipeline.node("first")
     pipeline.node("second", depends_on=[head])
     prun = controller.submit_pipeline(pipeline)
-    blocked = prun.task_ids["second"]
+    return prun, prun.task_ids["second"]
+
+
+def test_a_blocked_node_is_not_paused_now_or_later(controller: Controller) -> None:
+    """A blocked node has no pause (§9.2): pause() says False and nothing lands on it once
+    it is released; a pause command from another process is completed, not retried."""
+    release = threading.Event()
+    prun, blocked = _second_blocked_behind_first(controller, release)
     assert controller._writer.flush()  # the blocked node is in the store, as for a console
     assert controller.pause(blocked) is False
     assert controller.store.commands(task_id=blocked) == []  # nothing sent
@@ -484,13 +492,7 @@ def test_a_blocked_node_stopped_by_command_names_who_asked(controller: Controlle
     """A stop command from another process ends a blocked node as it ends a running one:
     its transition's actor is the command's issuer, ``(command)``, not this holder."""
     release = threading.Event()
-    controller.register("first", lambda ctx: checkpoint_until(ctx, release))
-    controller.register("second", lambda ctx: ctx.input("first"))
-    pipeline = Pipeline("p")
-    head = pipeline.node("first")
-    pipeline.node("second", depends_on=[head])
-    prun = controller.submit_pipeline(pipeline)
-    blocked = prun.task_ids["second"]
+    prun, blocked = _second_blocked_behind_first(controller, release)
     command = new_command(
         task_id=blocked, action="stop", issued_by="ops", reason="no audit", clock=controller.clock
     )

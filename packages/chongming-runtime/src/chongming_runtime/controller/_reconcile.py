@@ -173,13 +173,7 @@ def reconcile_store(
                 machine.mark_cancelled(
                     failure=failure, actor=actor, reason="reconcile: its pipeline's lease expired"
                 )
-                try:
-                    store.save(
-                        machine.snapshot,
-                        expect_version=snapshot.status_version,
-                        transitions=machine.transitions,
-                    )
-                except ConcurrencyConflict:
+                if not _saved(store, machine.snapshot, machine, snapshot):
                     skipped.append(snapshot)
                     continue
             cancelled.append(snapshot)
@@ -195,13 +189,7 @@ def reconcile_store(
             machine.force_transition(S.LOST, actor=actor, reason=failure.message, failure=failure)
         else:
             machine.mark_lost(failure, actor=actor, reason="reconcile: lease expired")
-        try:
-            store.save(
-                _ended_by_lease(machine.snapshot, snapshot),
-                expect_version=snapshot.status_version,
-                transitions=machine.transitions,
-            )
-        except ConcurrencyConflict:
+        if not _saved(store, _ended_by_lease(machine.snapshot, snapshot), machine, snapshot):
             skipped.append(snapshot)
             continue
         lost.append(snapshot)
@@ -223,6 +211,18 @@ def reconcile_store(
     return ReconcileReport(
         tuple(lost), tuple(adoptable), tuple(skipped), dry_run, unreadable, leased, tuple(cancelled)
     )
+
+
+def _saved(
+    store: TaskStore, ended: TaskSnapshot, machine: StateMachine, found: TaskSnapshot
+) -> bool:
+    """Write `ended` and the transitions of `machine` over `found` (the task as it was
+    read); False when its supervisor wrote first (a version conflict): left alone."""
+    try:
+        store.save(ended, expect_version=found.status_version, transitions=machine.transitions)
+    except ConcurrencyConflict:
+        return False
+    return True
 
 
 def _ended_by_lease(lost: TaskSnapshot, before: TaskSnapshot) -> TaskSnapshot:
