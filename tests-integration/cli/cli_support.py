@@ -116,8 +116,11 @@ class Workspace:
             check=False,
         )
 
-    def spawn(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-        """Start ``python -m chongming_cli ARGS`` in the background."""
+    def spawn(
+        self, *args: str, env: dict[str, str] | None = None, own_group: bool = False
+    ) -> subprocess.Popen[str]:
+        """Start ``python -m chongming_cli ARGS`` in the background (with `own_group`, in a
+        session of its own: a signal can then go to its whole process group)."""
         return subprocess.Popen(
             [sys.executable, "-m", "chongming_cli", *args],
             cwd=self.root,
@@ -125,6 +128,7 @@ class Workspace:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
+            start_new_session=own_group,
         )
 
     def snapshot(self, task_id: str) -> TaskSnapshot | None:

@@ -4,12 +4,13 @@ signals (guide §4.5): pause/resume/stop across processes, Ctrl-C and SIGTERM.""
 from __future__ import annotations
 
 import json
+import os
 import signal
 
 import pytest
 from cli_support import Workspace, finish, status_is
 
-from chongming_core import TaskStatus
+from chongming_core import FailureKind, TaskStatus
 
 TASKS = ("--tasks", "cli_tasks")
 S = TaskStatus
@@ -98,6 +99,39 @@ def test_a_signal_stops_the_task_cleanly(workspace: Workspace, signum: signal.Si
     assert final is not None
     assert final.status is S.STOPPED
     assert final.failure is not None
+    assert signum.name in final.failure.message
+
+
+def test_ctrl_c_to_the_process_group_stops_a_process_executor_task_cleanly(
+    workspace: Workspace,
+) -> None:
+    """A terminal's Ctrl-C reaches the whole foreground process group: the child that
+    carries the body must not take it (it raised KeyboardInterrupt in the body, and the task
+    ended failed), so the console stops the task cleanly."""
+    signum = signal.SIGINT
+    db = str(workspace.db)
+    runner = workspace.spawn(
+        "--db", db, "run", "spin", *TASKS, "--task-id", "grp-1", "--executor", "process",
+        own_group=True,
+    )  # fmt: skip
+    try:
+        running = workspace.wait_for("grp-1", status_is(S.RUNNING), process=runner)
+        assert running.pid is not None
+        assert running.pid != runner.pid
+        os.killpg(runner.pid, signum)
+        code, out, err = finish(runner)
+    finally:
+        if runner.poll() is None:
+            runner.kill()
+            runner.communicate()
+    assert code == 3, err
+    assert "status:  stopped" in out
+    assert "Traceback" not in err
+    final = workspace.snapshot("grp-1")
+    assert final is not None
+    assert final.status is S.STOPPED
+    assert final.failure is not None
+    assert final.failure.kind is FailureKind.CANCELLED
     assert signum.name in final.failure.message
 
 

@@ -453,6 +453,36 @@ def test_when_the_supervising_process_dies_its_children_end_too(tmp_path: Path) 
             parent.kill()
 
 
+_UNCLOSED = """
+import sys, time
+sys.path.insert(0, {tests!r})
+import runtime_proc_tasks as tasks
+from chongming_runtime import Controller, ProcessExecutor
+
+if __name__ == "__main__":
+    controller = Controller(executor=ProcessExecutor())
+    controller.register("deaf", tasks.ignore_everything)
+    run = controller.submit("deaf")
+    while run.snapshot.progress is None:  # its SIGTERM handler is in place
+        time.sleep(0.01)
+    print(run.snapshot.pid, flush=True)
+    # falls off the end without close()
+"""
+
+
+def test_a_script_that_never_closes_its_controller_exits_all_the_same(tmp_path: Path) -> None:
+    """A child that ignores SIGTERM, still running when the interpreter exits: it is
+    killed after a short grace (multiprocessing's exit handler alone joined it for ever)."""
+    script = tmp_path / "unclosed.py"
+    script.write_text(_UNCLOSED.format(tests=str(TESTS)), encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=60, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    child = int(done.stdout.split()[0])
+    wait_until(lambda: not _alive(child), timeout=10)
+
+
 _GUARDED_SCRIPT = """
 import sys
 from chongming_core import ConfigurationError

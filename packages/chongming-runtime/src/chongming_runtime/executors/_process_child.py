@@ -165,6 +165,19 @@ class _Forwarder:
         self.flush()
 
 
+def _leave_ctrl_c_to_the_parent() -> None:
+    """Ignore SIGINT, which a terminal's Ctrl-C sends to the whole foreground process
+    group: it is the parent's to handle (the console's grace, then a stop the body sees at
+    a checkpoint; a script that dies of it takes the child with it, see
+    `_end_with_the_parent`). Taken here, it raised KeyboardInterrupt in the body in the
+    middle of its work, and the attempt failed before the parent could stop it. A body
+    may install a handler of its own. (The child stays in the parent's process group: in
+    a group of its own it could not ``setsid()``, and it would stop on SIGTTIN when it
+    reads the terminal.)"""
+    with contextlib.suppress(ValueError, OSError):  # not the main thread: nothing to do
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
 def _end_with_the_parent() -> None:
     """End this child, and what its body started, when the supervising process dies: nothing
     may run on unsupervised (``reconcile()`` calls the task lost and a rerun could race it)."""
@@ -192,6 +205,7 @@ def child_main(
     conn: Connection,
 ) -> None:
     """Entry point of the child process (module level, so ``spawn`` can import it)."""
+    _leave_ctrl_c_to_the_parent()
     _end_with_the_parent()
     sender = _Sender(conn)
     control = _ChildControl(word, wake, sender)

@@ -14,20 +14,28 @@ within a few tens of milliseconds). The child is a daemon process, so a body
 that needs parallelism should use threads (``subprocess`` works as usual). A
 force stop ends what the body started too (read from ``/proc`` on Linux), and
 the child ends with what its body started when the supervising process dies.
+When the supervising interpreter exits with children still running (a script
+that never closed its controller), they are terminated, then killed after
+`EXIT_GRACE`: multiprocessing's own exit handler would wait for ever on a child
+that ignores SIGTERM.
 """
 
 from __future__ import annotations
 
 import ast
+import atexit
 import contextlib
 import importlib.util
 import logging
 import multiprocessing
+import multiprocessing.util  # registers its exit handler: the one below runs before it
 import os
 import pickle
 import signal
 import sys
 import threading
+import time
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from multiprocessing.connection import Connection, wait
 from multiprocessing.process import BaseProcess
@@ -79,6 +87,9 @@ def describe_exit(pid: int | None, exitcode: int | None) -> str:
 #: Freezes a process (it cannot be caught or ignored); absent where there are no signals.
 _SIGSTOP: signal.Signals | None = getattr(signal, "SIGSTOP", None)
 
+#: Seconds the children still running at interpreter exit get between SIGTERM and SIGKILL.
+EXIT_GRACE = 1.0
+
 
 class _ProcessHandle:
     """The grip on one child. Its lock orders the child's start against a force stop: a
@@ -100,7 +111,9 @@ class _ProcessHandle:
                 return False
             self.process.start()
             self._launched = True
-            return True
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        return True
 
     def force_stop(self, clock: Clock) -> bool:
         """Terminate the child (then kill it); False, and it is never started, when it was
@@ -116,6 +129,20 @@ class _ProcessHandle:
             if self._kill_timer is None:
                 self._kill_timer = clock.call_later(self._kill_after, self._kill)
         return True
+
+    def terminate_at_exit(self) -> None:
+        """SIGTERM to the child and what its body started (`_end_children_at_exit`)."""
+        with contextlib.suppress(Exception):  # at exit: nothing may stop the others' ends
+            self._started = self._descendants()
+            self._signal_started(signal.SIGTERM)
+            self.process.terminate()
+
+    def kill_at_exit(self) -> None:
+        """SIGKILL to what is left of the child and its body's processes, then reap it."""
+        with contextlib.suppress(Exception):
+            if _running(self) or self._started:
+                self._kill()
+            self.process.join(1.0)
 
     def _kill(self) -> None:
         """SIGKILL whatever is left: what the body started (even once the child itself has
@@ -142,6 +169,40 @@ class _ProcessHandle:
             if same_process(pid, started):  # never a pid reused since
                 with contextlib.suppress(OSError):
                     os.kill(pid, signum)
+
+
+_LIVE: weakref.WeakSet[_ProcessHandle] = weakref.WeakSet()  # the children started here
+_LIVE_LOCK = threading.Lock()
+
+
+def _running(handle: _ProcessHandle) -> bool:
+    try:
+        return handle.process.is_alive()
+    except (AssertionError, ValueError):  # not this process's child (a fork), or closed
+        return False
+
+
+def _end_children_at_exit() -> None:
+    """At interpreter exit, end the children still running: their supervisor is going.
+    SIGTERM to each (and to what its body started), `EXIT_GRACE` seconds for all of them,
+    then SIGKILL to what is left; multiprocessing's exit handler, which runs after this
+    one, then joins children that have ended instead of waiting for ever on one that
+    ignores SIGTERM. Their tasks stay as the store last had them (``running``) until
+    `reconcile()` marks them lost: nobody saw them end."""
+    with _LIVE_LOCK:
+        handles = [h for h in _LIVE if _running(h)]
+    if not handles:
+        return
+    for handle in handles:
+        handle.terminate_at_exit()
+    deadline = time.monotonic() + EXIT_GRACE
+    for handle in handles:
+        handle.process.join(max(0.0, deadline - time.monotonic()))
+    for handle in handles:
+        handle.kill_at_exit()
+
+
+atexit.register(_end_children_at_exit)
 
 
 class ProcessExecutor:
