@@ -206,10 +206,10 @@ def test_timeout_holds_three_independent_deadlines() -> None:
     ("kwargs", "fragment"),
     [
         ({"start": 0}, "Timeout.start must be > 0 seconds, got 0; use None for no limit"),
-        ({"per_attempt": -1}, "Timeout.per_attempt must be >= 0 seconds, got -1"),
+        ({"per_attempt": -1}, "Timeout.per_attempt must be > 0 seconds, got -1"),
         ({"idle": "60"}, "Timeout.idle must be a number of seconds, got '60'"),
         ({"idle": True}, "Timeout.idle must be a number of seconds, got True"),
-        ({"start": math.nan}, "Timeout.start must be >= 0 seconds"),
+        ({"start": math.nan}, "Timeout.start must be > 0 seconds"),
     ],
 )
 def test_timeout_validation(kwargs: dict[str, Any], fragment: str) -> None:

@@ -21,6 +21,7 @@ from chongming_core import (
 )
 from chongming_runtime._table import render_table
 from chongming_runtime.controller._controller import Controller
+from chongming_runtime.executors.process import ProcessExecutor
 from chongming_runtime.run._task_run import TaskRun
 from chongming_runtime.testing import Closer, Gate, wait_until
 
@@ -110,6 +111,33 @@ def test_a_pause_timeout_that_is_no_window_is_refused_at_once(value: float, clos
     # refused here, not at the first submit: no pause() could return within it
     with pytest.raises(ConfigurationError, match="pause_timeout must be > 0 seconds and finite"):
         closer.controller(pause_timeout=value)
+
+
+@pytest.mark.parametrize(
+    ("settings", "said"),
+    [
+        ({"lease_ttl": float("nan")}, "lease_ttl must be > 0 seconds and finite, got nan"),
+        ({"lease_ttl": float("inf")}, "lease_ttl must be > 0 seconds and finite, got inf"),
+        ({"executor": "process"}, "executor must be an executor such as ThreadExecutor()"),
+        ({"artifact_dir": 5}, "artifact_dir must be a folder's path"),
+        ({"graceful_stop": -1}, "graceful_stop must be >= 0 seconds, got -1"),
+        ({"graceful_stop": float("nan")}, "graceful_stop must be a number of seconds"),
+        ({"owner": "a\nb"}, "holds a control character"),
+    ],
+)
+def test_bad_settings_are_refused_when_the_controller_is_made(
+    settings: dict[str, object], said: str, closer: Closer
+) -> None:
+    """Refused in one line at construction, not by a raw Python error or at the first
+    submit (a worker that would have started serving first)."""
+    with pytest.raises(ConfigurationError) as info:
+        closer.controller(**settings)
+    assert said in str(info.value)
+
+
+def test_an_executor_class_is_refused_with_how_to_make_one(closer: Closer) -> None:
+    with pytest.raises(ConfigurationError, match=r"write executor=ProcessExecutor\(\)"):
+        closer.controller(executor=ProcessExecutor)
 
 
 # ---------------------------------------------------------------- submit and queries

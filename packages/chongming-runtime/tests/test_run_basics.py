@@ -627,3 +627,9 @@ def test_a_dispatch_requested_while_an_interrupted_one_unwinds_is_never_lost(
     with pytest.raises(KeyboardInterrupt):  # the interrupt, not the thread failure
         run.start()
     assert run.wait(10).status is TaskStatus.SUCCEEDED
+
+
+def test_a_priority_that_is_not_an_integer_is_refused() -> None:
+    """As Controller.submit refuses it: a run of a priority "x" used to start and run."""
+    with pytest.raises(ConfigurationError, match="priority must be an integer, got 'x'"):
+        TaskRun(lambda ctx: None, priority="x")  # type: ignore[arg-type]

@@ -225,11 +225,15 @@ class Timeout:
             value = getattr(self, name)
             if value is None:
                 continue
-            seconds = _non_negative(f"Timeout.{name}", value)
-            if seconds == 0:
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ConfigurationError(
+                    f"Timeout.{name} must be a number of seconds, got {value!r}"
+                )
+            if not value > 0:  # a NaN too
                 raise ConfigurationError(
                     f"Timeout.{name} must be > 0 seconds, got {value!r}; use None for no limit"
                 )
+            seconds = float(value)
             object.__setattr__(self, name, seconds)
 
     @property

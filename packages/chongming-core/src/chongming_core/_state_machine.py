@@ -121,6 +121,8 @@ class StateMachine:
                 f"got {max_attempts!r}"
             )
         tag_set = validate_tags(tags)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise ConfigurationError(f"priority must be an integer, got {priority!r}")
         if not isinstance(durable, bool):
             raise ConfigurationError(f"durable must be True or False, got {durable!r}")
         problem = arguments_problem(arguments)

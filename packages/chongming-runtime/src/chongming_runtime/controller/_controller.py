@@ -64,6 +64,7 @@ from chongming_runtime.controller._registry import RegisteredTask, TaskRegistry
 from chongming_runtime.controller._scheduler import Scheduler
 from chongming_runtime.controller._serving import WorkServer
 from chongming_runtime.controller._settings import (
+    check_artifact_dir,
     check_bucket_limit,
     check_executor,
     check_owner,
@@ -85,7 +86,7 @@ from chongming_runtime.persistence._writer import PersistFailure, StoreWriter
 from chongming_runtime.pipeline._coordinator import PipelineCoordinator, PipelineRun
 from chongming_runtime.pipeline._definition import Pipeline
 from chongming_runtime.run._outcome import TaskOutcome
-from chongming_runtime.run._setup import RunSetup, pause_window
+from chongming_runtime.run._setup import RunSetup, pause_window, seconds
 from chongming_runtime.run._task_run import TaskRun
 from chongming_runtime.support._ids import random_hex12
 from chongming_runtime.support._text import refuse_unstorable
@@ -189,6 +190,8 @@ class Controller:
         bucket_policy = policy_of(bucket_policy, num_buckets)
         touch_interval = touch_interval_of(lease_ttl, touch_interval, poll_interval)
         check_executor(executor)
+        check_artifact_dir(artifact_dir)
+        graceful_stop = seconds("graceful_stop", graceful_stop)  # checked before any submit
         self.store: TaskStore = store if store is not None else InMemoryTaskStore()
         self.owner = check_owner(owner if owner is not None else default_owner(), owner)
         self.concurrency = concurrency

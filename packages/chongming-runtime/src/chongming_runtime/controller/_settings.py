@@ -3,7 +3,9 @@ agree; each names the offending value and what to pass instead."""
 
 from __future__ import annotations
 
+import math
 import multiprocessing
+import os
 import sys
 from collections.abc import Mapping
 
@@ -13,6 +15,7 @@ from chongming_runtime.executors._base import Executor
 from chongming_runtime.support._text import refuse_unstorable
 
 __all__ = [
+    "check_artifact_dir",
     "check_bucket_limit",
     "check_executor",
     "check_owner",
@@ -108,8 +111,13 @@ def touch_interval_of(
     ):
         if value is None and name == "touch_interval":
             continue
-        if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-            raise ConfigurationError(f"{name} must be > 0 seconds, got {value!r}")
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            raise ConfigurationError(f"{name} must be > 0 seconds and finite, got {value!r}")
     if touch_interval is None:
         return default_touch_interval(lease_ttl)
     if touch_interval * RENEWALS_PER_LEASE > lease_ttl:
@@ -125,8 +133,19 @@ def touch_interval_of(
 
 
 def check_executor(executor: Executor | None) -> None:
-    """Refuse `InlineExecutor` (D22)."""
-    if executor is not None and getattr(executor, "inline", False):
+    """Refuse what is not an executor (a class, a name) and `InlineExecutor` (D22)."""
+    if executor is None:
+        return
+    if isinstance(executor, type):
+        raise ConfigurationError(
+            f"executor must be an executor, not its class: write executor={executor.__name__}()"
+        )
+    if not (callable(getattr(executor, "launch", None)) and hasattr(executor, "name")):
+        raise ConfigurationError(
+            f"executor must be an executor such as ThreadExecutor() or ProcessExecutor(), "
+            f"got {executor!r}"
+        )
+    if getattr(executor, "inline", False):
         raise ConfigurationError(
             "a Controller cannot use InlineExecutor: it runs the task in the caller's "
             "thread, so submit() would block until the task ends and no scheduling is "
@@ -139,7 +158,20 @@ def check_owner(owner: object, given: object) -> str:
     if not isinstance(owner, str) or not owner.strip():
         raise ConfigurationError(f"owner must be a non-empty string, got {given!r}")
     refuse_unstorable("owner", owner)  # written in every lease, transition, command
+    if any(ord(char) < 32 or ord(char) == 127 for char in owner):
+        raise ConfigurationError(
+            f"owner {owner!r} holds a control character (a newline, a tab, an escape): it is "
+            "shown by every view and typed back as --owner; use letters, digits and - _ . :"
+        )
     return owner
+
+
+def check_artifact_dir(artifact_dir: object) -> None:
+    """`artifact_dir` is None, a str or a path."""
+    if artifact_dir is not None and not isinstance(artifact_dir, str | os.PathLike):
+        raise ConfigurationError(
+            f"artifact_dir must be a folder's path (a str or a pathlib.Path), got {artifact_dir!r}"
+        )
 
 
 def fleet_limits_of(limits: object) -> dict[str, int]:

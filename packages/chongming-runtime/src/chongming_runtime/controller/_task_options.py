@@ -79,7 +79,7 @@ class TaskOptions:
             raise ConfigurationError(f"priority must be an integer, got {priority!r}")
         if priority is not None and not -(2**63) <= priority < 2**63:
             raise ConfigurationError(
-                f"priority {safe_repr(priority)} is out of range: stores keep it as a 64-bit "
+                f"priority is out of range ({safe_repr(priority)}): stores keep it as a 64-bit "
                 f"integer ({-(2**63)} to {2**63 - 1})"
             )
         if bucket_key is not None and not isinstance(bucket_key, str):
