@@ -3,7 +3,6 @@ agree; each names the offending value and what to pass instead."""
 
 from __future__ import annotations
 
-import math
 import multiprocessing
 import os
 import sys
@@ -12,6 +11,7 @@ from collections.abc import Mapping
 from chongming_core import BucketPolicy, ConcurrencyPolicy, ConfigurationError, TaskStore
 from chongming_runtime.controller._lease_keeper import RENEWALS_PER_LEASE, default_touch_interval
 from chongming_runtime.executors._base import Executor
+from chongming_runtime.run._setup import pause_window
 from chongming_runtime.support._text import refuse_unstorable
 
 __all__ = [
@@ -111,13 +111,7 @@ def touch_interval_of(
     ):
         if value is None and name == "touch_interval":
             continue
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-            or value <= 0
-        ):
-            raise ConfigurationError(f"{name} must be > 0 seconds and finite, got {value!r}")
+        pause_window(value, name)  # the same rule: a finite number of seconds > 0
     if touch_interval is None:
         return default_touch_interval(lease_ttl)
     if touch_interval * RENEWALS_PER_LEASE > lease_ttl:
