@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from chongming_core import (
     ConcurrencyConflict,
@@ -17,6 +18,7 @@ from chongming_core import (
 )
 from chongming_runtime import Controller, TaskRun
 from chongming_runtime.persistence._writer import StoreWriter
+from chongming_runtime.run import _task_run
 
 S = TaskStatus
 
@@ -191,3 +193,101 @@ def test_a_listener_that_reads_snapshots_gets_one_for_every_transition() -> None
         assert seen[-1] == (S.SUCCEEDED, S.SUCCEEDED)
     finally:
         controller.close()
+
+
+def test_a_controller_run_makes_no_event_for_its_moves(monkeypatch: Any) -> None:
+    """Its only listener is the controller, a `MovePuller`: a move to queued, starting or
+    running is told by `on_moved` (the writer takes the run's state itself), and the one
+    event a no-op task makes is its end. Every transition still reaches the store."""
+    made: list[TaskStatus | None] = []
+    real_event = _task_run.RunEvent
+
+    def counting(snapshot: TaskSnapshot | None, transition: Transition | None = None) -> Any:
+        made.append(None if transition is None else transition.to_status)
+        return real_event(snapshot, transition)
+
+    monkeypatch.setattr(_task_run, "RunEvent", counting)
+    moved: list[TaskStatus] = []
+    real_moved = Controller.on_moved
+
+    def on_moved(controller: Controller, run: TaskRun) -> None:
+        moved.append(run._machine.status)
+        real_moved(controller, run)
+
+    monkeypatch.setattr(Controller, "on_moved", on_moved)
+    store = InMemoryTaskStore()
+    controller = Controller(store=store, max_parallel=1)
+    try:
+        controller.register("noop", lambda ctx: None)
+        run = controller.submit("noop")
+        assert run.wait(10).status is S.SUCCEEDED
+        controller.flush()
+        assert made == [S.SUCCEEDED]
+        assert 1 <= len(moved) <= 3  # several moves may be told by one call
+        assert set(moved) <= {S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED}
+        assert _trail(store, run.task_id) == [S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
+    finally:
+        controller.close()
+
+
+def test_a_listener_added_to_a_controller_run_is_told_every_later_move() -> None:
+    """A listener that is not a `MovePuller` turns the run's moves back into events: it is
+    told each later one with its snapshot, and the controller still has them written."""
+    seen: list[tuple[TaskStatus, TaskStatus]] = []
+
+    class Reader:
+        def on_transition(
+            self, run: TaskRun, transition: Transition, snapshot: TaskSnapshot
+        ) -> None:
+            seen.append((transition.to_status, snapshot.status))
+
+        def on_side_update(self, run: TaskRun, snapshot: TaskSnapshot) -> None:
+            pass
+
+    store = InMemoryTaskStore()
+    controller = Controller(store=store, max_parallel=1)
+    try:
+        gate = threading.Event()
+        controller.register("held", lambda ctx: gate.wait(10))
+        controller.register("noop", lambda ctx: None)
+        first = controller.submit("held")
+        second = controller.submit("noop")  # queued behind the first
+        second.add_listener(Reader())
+        gate.set()
+        assert first.wait(10).status is S.SUCCEEDED
+        assert second.wait(10).status is S.SUCCEEDED
+        assert seen == [(S.STARTING, S.STARTING), (S.RUNNING, S.RUNNING), (S.SUCCEEDED,) * 2]
+        controller.flush()
+        assert _trail(store, second.task_id) == [S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
+    finally:
+        controller.close()
+
+
+def test_a_puller_that_raises_is_logged_and_the_run_goes_on(caplog: Any) -> None:
+    told: list[TaskStatus] = []
+
+    class Puller:
+        pulls_moves = True
+        reads_snapshots = False
+
+        def on_moved(self, run: TaskRun) -> None:
+            told.append(run._machine.status)
+            if len(told) == 1:
+                raise RuntimeError("a puller's bug")
+
+        def on_transition(
+            self, run: TaskRun, transition: Transition, snapshot: TaskSnapshot | None
+        ) -> None:
+            told.append(transition.to_status)
+
+        def on_side_update(self, run: TaskRun, snapshot: TaskSnapshot) -> None:
+            pass
+
+    run = TaskRun(lambda ctx: "done", listeners=[Puller()])
+    run.start()
+    outcome = run.wait(10)
+    assert outcome.status is S.SUCCEEDED
+    assert outcome.value == "done"
+    assert told[-1] is S.SUCCEEDED  # the end is a transition, told after every move
+    assert len(told) >= 2
+    assert "a puller's bug" in caplog.text

@@ -294,8 +294,6 @@ class Controller:
         self._fleet_limits = fleet_limits_of(fleet_limits)
         self._poll_interval = poll_interval
         self._server: WorkServer | None = None
-        #: tasks whose `starting` the claim wrote, until the run tells it (`on_transition`)
-        self._claim_started: set[str] = set()
         if serve:
             self.serve()
         if not self._ownership.owns_all_buckets or owned_buckets is not None:
@@ -608,17 +606,16 @@ class Controller:
         # its trajectory before the start stays in the store: `history()` reads it there
         machine = StateMachine(snapshot, (ClaimStart.transition_of(snapshot),), clock=self.clock)
         # in this order, before any other thread can reach the run: its next write is a
-        # compare-and-set under the claimed start, its `starting` is not written again
-        # (`on_transition`), and it holds its slot before a stop could account for it
+        # compare-and-set under the claimed start (its `starting` is not written again: the
+        # run's writes begin after the transitions it was made with, `TaskRun.take_write`),
+        # and it holds its slot before a stop could account for it
         self._writer.adopt(task_id, snapshot.status_version)
-        self._claim_started.add(task_id)
         self._scheduler.hold(task_id, snapshot.tags, snapshot.bucket)
         try:
             run = self._make_run(registered.fn, machine, *_arguments(snapshot), options,
                                  claimed=True, claim_started=True,
                                  replacing=self._finished_run(task_id))  # fmt: skip
         except BaseException:
-            self._claim_started.discard(task_id)
             self._scheduler.unhold(task_id)
             raise
         run.launch_claimed()
@@ -954,6 +951,15 @@ class Controller:
     #: Its writer takes a run's state when it flushes (`StoreWriter.record_run`): a run
     #: builds no snapshot to tell it of a non-terminal transition.
     reads_snapshots = False
+    #: A move to queued, starting or running only has the writer take the run's state: the
+    #: run queues no event for it (`MovePuller`), it calls `on_moved`.
+    pulls_moves = True
+
+    def on_moved(self, run: TaskRun) -> None:
+        """Have the writer take the run's state and new transitions at its next flush (a
+        `MovePuller`): nothing is accounted on a move to queued, starting or running (see
+        `on_transition`)."""
+        self._writer.record_run(run)
 
     def on_transition(
         self, run: TaskRun, transition: Transition, snapshot: TaskSnapshot | None
@@ -971,12 +977,6 @@ class Controller:
         status = transition.to_status
         terminal = status.is_terminal
         task_id = transition.task_id
-        if status is _STARTING and self._claim_started:
-            try:
-                self._claim_started.remove(task_id)
-                return  # the claim wrote it (D165); it holds the slot `Scheduler.hold` gave
-            except KeyError:
-                pass
         if not terminal:
             self._writer.record_run(run)
         if status is _STARTING or status is _RUNNING:

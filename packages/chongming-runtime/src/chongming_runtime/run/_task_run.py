@@ -123,6 +123,19 @@ class RunListener(Protocol):
         ...
 
 
+class MovePuller(Protocol):
+    """A listener that needs no transition for a move to ``queued``, ``starting`` or
+    ``running``, only to know the run moved: it reads the run's state itself (a store writer
+    taking it when it flushes, `StoreWriter.record_run`). Its class sets
+    ``pulls_moves = True``. While every listener of a run is one, such a move queues no event
+    and builds no snapshot: each is told `on_moved` instead of `on_transition`, outside the
+    lock, at least once after the move (several moves may be told by one call)."""
+
+    def on_moved(self, run: TaskRun) -> None:
+        """`run` moved to ``queued``, ``starting`` or ``running`` since it was last told."""
+        ...
+
+
 class RunEvent:
     """One queued notification: a transition, or a side update when `transition` is None.
     `snapshot` is None for a non-terminal transition while no listener reads snapshots.
@@ -154,9 +167,15 @@ _RETRY_DUE = 32
 _DELIVERING = 64
 #: A listener reads the snapshot of every transition (see `RunListener.on_transition`).
 _SNAPSHOTS_READ = 128
+#: Every listener takes a move to queued, starting or running by `on_moved` (`MovePuller`).
+_MOVES_PULLED = 256
+#: A move was recorded and its pullers are not told yet (`_deliver`).
+_MOVE_DUE = 512
 #: One listener holding `wait()` (`hold_finish`) adds this: the count is the flags above
-#: `_SNAPSHOTS_READ`, so a run whose store writer releases it at once makes no `_Rare`.
-_ONE_HOLD = 256
+#: `_MOVE_DUE`, so a run whose store writer releases it at once makes no `_Rare`.
+_ONE_HOLD = 1024
+#: The moves a `MovePuller` is told of by `on_moved`, not by `on_transition`.
+_PULLED_MOVES = frozenset({_S.QUEUED, _S.STARTING, _S.RUNNING})
 
 
 def _reads_snapshots(listeners: tuple[RunListener, ...]) -> bool:
@@ -164,6 +183,11 @@ def _reads_snapshots(listeners: tuple[RunListener, ...]) -> bool:
     if len(listeners) == 1:  # a controller's runs: no generator for one listener
         return bool(getattr(listeners[0], "reads_snapshots", True))
     return any(getattr(listener, "reads_snapshots", True) for listener in listeners)
+
+
+def _pulls_moves(listeners: tuple[RunListener, ...]) -> bool:
+    """Whether every one of `listeners` is a `MovePuller`."""
+    return all(getattr(listener, "pulls_moves", False) for listener in listeners)
 
 
 class _Rare:
@@ -408,7 +432,9 @@ class TaskRun:
         self._ended: TaskSnapshot | None = None
         # the lifecycle
         # the lifecycle's yes-or-no facts: `_START_REQUESTED` and the rest
-        self._flags = _SNAPSHOTS_READ if _reads_snapshots(self._listeners) else 0
+        self._flags = (_SNAPSHOTS_READ if _reads_snapshots(self._listeners) else 0) | (
+            _MOVES_PULLED if self._listeners and _pulls_moves(self._listeners) else 0
+        )
         self._attempt: Attempt | None = None
         # the collaborators, made when first needed
         self._deadlines: RunDeadlines | None = None
@@ -473,6 +499,8 @@ class TaskRun:
             self._listeners = (*self._listeners, listener)
             if _reads_snapshots((listener,)):
                 self._flags |= _SNAPSHOTS_READ
+            if not _pulls_moves((listener,)):  # told every move by a transition from now
+                self._flags &= ~_MOVES_PULLED
 
     def wait(self, timeout: float | None = None) -> TaskOutcome:
         """Block until the task is terminal and return its outcome.
@@ -1240,8 +1268,12 @@ class TaskRun:
             if wakeup is not None:
                 wakeup.set()
             return
+        flags = self._flags
+        if flags & _MOVES_PULLED and transition.to_status in _PULLED_MOVES:
+            self._flags = flags | _MOVE_DUE  # its pullers read the run themselves
+            return
         # built for the listeners that read it; a store writer takes the run's state itself
-        snapshot = self._compose() if self._flags & _SNAPSHOTS_READ else None
+        snapshot = self._compose() if flags & _SNAPSHOTS_READ else None
         self._queue_event(RunEvent(snapshot, transition))
 
     def take_write(self) -> tuple[TaskSnapshot, tuple[Transition, ...]] | None:
@@ -1314,7 +1346,8 @@ class TaskRun:
             finished.set()
 
     def _deliver(self) -> None:
-        """Tell the listeners about queued events, in order, outside the lock (never hold it).
+        """Tell the listeners about queued events, in order, outside the lock (never hold it);
+        and the pullers about moves (`MovePuller`), before the events queued with them.
 
         A listener raising a BaseException (SystemExit, KeyboardInterrupt) never leaves the
         run half told: on the main thread (Ctrl-C) the batch under way is finished (a
@@ -1322,20 +1355,34 @@ class TaskRun:
         meanwhile are told by another thread, and the exception is raised at once; on any
         other thread it can only end that thread, so it is logged and the telling goes on.
         """
-        if not self._outbox:  # a thread tells the events it queued itself, or leaves them
-            return  # to the one telling (which looks again before it stops): none here
+        if not self._outbox and not self._flags & _MOVE_DUE:
+            return  # a thread tells what it queued itself, or leaves it to the one telling
         interrupted: BaseException | None = None
         with self._lock:
-            if self._flags & _DELIVERING or not self._outbox:
-                return
-            self._flags |= _DELIVERING
+            flags = self._flags
+            if flags & _DELIVERING:
+                return  # that one looks again before it stops
+            moved = bool(flags & _MOVE_DUE)
             batch = self._take_outbox()
+            if batch is None and not moved:
+                return
+            self._flags = (flags | _DELIVERING) & ~_MOVE_DUE
             listeners = self._listeners
-        while batch is not None:
+        while moved or batch is not None:
             terminal: TaskSnapshot | None = None
             told = False
             try:
-                for event in batch:
+                if moved:
+                    for listener in listeners:
+                        if not getattr(listener, "pulls_moves", False):
+                            continue  # added after the move: it observes later ones
+                        try:
+                            listener.on_moved(self)  # type: ignore[attr-defined]
+                        except Exception:
+                            _log.exception("listener %r failed on task %r", listener, self._task_id)
+                        except BaseException as exc:
+                            interrupted = self._listener_interrupted(listener, exc, interrupted)
+                for event in batch or ():
                     snapshot = event.snapshot
                     for listener in listeners:
                         if snapshot is None and getattr(listener, "reads_snapshots", True):
@@ -1353,35 +1400,49 @@ class TaskRun:
                         except Exception:
                             _log.exception("listener %r failed on task %r", listener, self._task_id)
                         except BaseException as exc:
-                            if threading.current_thread() is not threading.main_thread():
-                                _log.exception(
-                                    "listener %r raised %s on task %r; the run goes on",
-                                    listener,
-                                    type(exc).__name__,
-                                    self._task_id,
-                                )
-                            elif interrupted is None:
-                                interrupted = exc
+                            interrupted = self._listener_interrupted(listener, exc, interrupted)
                     if event.transition is not None and event.transition.to_status.is_terminal:
                         terminal = event.snapshot
                 told = True
             finally:
                 with self._lock:
                     # queued meanwhile by threads that left them to this one: told next
-                    batch = self._take_outbox() if told and interrupted is None else None
-                    if batch is None:
-                        self._flags &= ~_DELIVERING
+                    flags = self._flags
+                    if told and interrupted is None:
+                        moved = bool(flags & _MOVE_DUE)
+                        batch = self._take_outbox()
                     else:
+                        moved, batch = False, None
+                    if batch is None and not moved:
+                        self._flags = flags & ~_DELIVERING
+                    else:
+                        self._flags = flags & ~_MOVE_DUE
                         listeners = self._listeners
                 if terminal is not None:
                     self._settle_told(terminal)
         if interrupted is not None:
-            if self._outbox:  # queued by threads that left it to this one: never stranded
+            # queued by threads that left it to this one: never stranded
+            if self._outbox or self._flags & _MOVE_DUE:
                 try:
                     run_elsewhere(self._deliver, f"chongming-deliver-{self._task_id}")
                 except Exception:  # no thread to be had: tell them here first
                     self._deliver()
             raise interrupted
+
+    def _listener_interrupted(
+        self, listener: object, exc: BaseException, interrupted: BaseException | None
+    ) -> BaseException | None:
+        """What `_deliver` raises once told, after `listener` raised the BaseException `exc`:
+        the first one on the main thread; on any other thread it is logged, and nothing."""
+        if threading.current_thread() is not threading.main_thread():
+            _log.exception(
+                "listener %r raised %s on task %r; the run goes on",
+                listener,
+                type(exc).__name__,
+                self._task_id,
+            )
+            return interrupted
+        return exc if interrupted is None else interrupted
 
     def _take_outbox(self) -> list[RunEvent] | None:
         """The events queued and not told yet, now taken; None when there are none. Call
