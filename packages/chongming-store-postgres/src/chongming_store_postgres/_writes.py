@@ -64,6 +64,11 @@ def prepare(
     return prepared
 
 
+def _task_id_of(row: dict[str, Any]) -> str:
+    task_id: str = row["task_id"]
+    return task_id
+
+
 def batch_params(
     writes: Sequence[SnapshotWrite], prepared: Sequence[Prepared]
 ) -> dict[str, Any] | None:
@@ -93,6 +98,9 @@ def batch_params(
         row["notify_channel"] = params["notify_channel"]
         row["notify_payload"] = params["notify_payload"]
         rows.append(row)
+    # in task id order: concurrent batches over the same tasks then lock their rows in one
+    # order and cannot deadlock (`ord` keeps each outcome in its write's place)
+    rows.sort(key=_task_id_of)
     pairs = sorted(
         ((w.snapshot.task_id, t) for w in writes for t in w.transitions),
         key=lambda pair: (pair[1].task_id, pair[1].status_version),
