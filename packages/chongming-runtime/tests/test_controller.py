@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import types
 from collections.abc import Callable, Iterator
@@ -65,6 +66,41 @@ def test_register_and_refuse_unknown_and_duplicate_names(
     assert "'extract'" in str(unknown.value)
     assert controller.task_names == ["extract"]
     assert controller.registered("extract").tags == frozenset({"io"})
+
+
+def test_a_body_that_cannot_take_the_context_is_refused_when_registered(
+    make_controller: Callable[..., Controller],
+) -> None:
+    """Every attempt calls the body as ``fn(ctx, *args, **kwargs)``: one that takes no
+    positional parameter would fail each time it ran, so it is refused at once."""
+    controller = make_controller()
+
+    def report() -> int:
+        return 1
+
+    @task
+    def nightly(*, day: str) -> str:
+        return day
+
+    with pytest.raises(ConfigurationError) as refused:
+        controller.register("report", report)
+    message = str(refused.value)
+    assert "task 'report'" in message
+    assert "report()" in message
+    assert "write it as def report(ctx, ...)" in message
+    assert "\n" not in message
+    nightly_refused = r"nightly\(\*, day: .str.\) takes.*def nightly\(ctx"
+    with pytest.raises(ConfigurationError, match=nightly_refused):
+        controller.register_all(nightly)
+    with pytest.raises(ConfigurationError, match=re.escape("lambda ctx, ...: ...")):
+        controller.register("inline", lambda: None)
+    assert controller.task_names == []
+    # a context under any name, a catch-all, or a callable whose signature is unknown is taken
+    controller.register("named", lambda context, n: n)
+    controller.register("catch-all", lambda *args: args)
+    controller.register("builtin", print)
+    assert controller.task_names == ["builtin", "catch-all", "named"]
+    assert controller.submit("named", 3).wait(WAIT).value == 3
 
 
 def test_register_module_and_register_all_use_task_specs(

@@ -78,6 +78,7 @@ class TaskRegistry:
             raise ConfigurationError(
                 f"register({name!r}, ...) needs a callable task body, got {fn!r}"
             )
+        _refuse_without_context(name, fn)
         if name in self._tasks:
             raise ConfigurationError(
                 f"task name {name!r} is already registered (to "
@@ -180,3 +181,26 @@ def _describe(fn: Callable[..., Any]) -> str:
     module = getattr(fn, "__module__", None) or "?"
     qualname = getattr(fn, "__qualname__", None) or repr(fn)
     return f"{module}.{qualname}"
+
+
+def _refuse_without_context(name: str, fn: Callable[..., Any]) -> None:
+    """Refuse a body that cannot take the task context as its first argument: every attempt
+    calls it as ``fn(ctx, *args, **kwargs)``, so it would fail each time it runs. A
+    callable whose signature cannot be read is taken as it is."""
+    try:
+        signature = inspect.signature(fn)
+    except (TypeError, ValueError):
+        return
+    try:
+        signature.bind_partial(None)
+    except TypeError:
+        shown = getattr(fn, "__name__", None)
+        parameters = signature.replace(return_annotation=inspect.Signature.empty)
+        if shown == "<lambda>":
+            write = "lambda ctx, ...: ..."
+        else:
+            write = f"def {shown}(ctx, ...)" if shown and shown.isidentifier() else "(ctx, ...)"
+        raise ConfigurationError(
+            f"task {name!r}: {_describe(fn)}{parameters} takes no positional parameter for "
+            f"the task context, which every attempt passes first; write it as {write}"
+        ) from None
