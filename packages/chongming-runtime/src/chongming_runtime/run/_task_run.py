@@ -187,6 +187,8 @@ def _reads_snapshots(listeners: tuple[RunListener, ...]) -> bool:
 
 def _pulls_moves(listeners: tuple[RunListener, ...]) -> bool:
     """Whether every one of `listeners` is a `MovePuller`."""
+    if len(listeners) == 1:  # a controller's runs: no generator for one listener
+        return bool(getattr(listeners[0], "pulls_moves", False))
     return all(getattr(listener, "pulls_moves", False) for listener in listeners)
 
 
@@ -224,7 +226,17 @@ class _Rare:
 
     def is_empty(self) -> bool:
         """Whether every field holds its default (the run needs no `_Rare` of its own)."""
-        return all(getattr(self, name) is None for name in _Rare.__slots__)
+        return (  # spelled out: asked at each run's end, a loop over the slots cost 8 calls
+            self.abandoned is None
+            and self.backoff_timer is None
+            and self.cancel_reason is None
+            and self.logs is None
+            and self.progress is None
+            and self.settled is None
+            and self.stop_reason is None
+            and self.upstream is None
+            and self.wakeup is None
+        )
 
 
 class _NoRare(_Rare):
@@ -716,13 +728,13 @@ class TaskRun:
                 self._flags |= _REDISPATCH
                 return
             self._flags |= _DISPATCHING
+            try:
+                attempt, admission_due = self._next_step()
+            except BaseException:  # nothing was told or launched: no kick can be pending
+                self._flags &= ~_DISPATCHING
+                raise
         try:
             while True:
-                with self._lock:
-                    self._flags &= ~_REDISPATCH
-                    attempt = self._next_attempt()
-                    admission_due = self._flags & _ADMISSION_DUE
-                    self._flags &= ~_ADMISSION_DUE
                 try:
                     self._deliver()
                 except BaseException:
@@ -744,6 +756,7 @@ class TaskRun:
                     if not self._flags & _REDISPATCH:
                         self._flags &= ~_DISPATCHING
                         return
+                    attempt, admission_due = self._next_step()  # a kick came: go round again
         except BaseException:  # interrupted (Ctrl-C in a listener on the main thread)
             with self._lock:
                 self._flags &= ~_DISPATCHING
@@ -754,6 +767,15 @@ class TaskRun:
                 except Exception:  # no thread to be had: take it here first
                     self._dispatch()
             raise
+
+    def _next_step(self) -> tuple[Attempt | None, int]:
+        """For `_dispatch`, under the lock: the attempt now due (see `_next_attempt`), and
+        whether the scheduler is to be asked for an admission (taken: asked once)."""
+        self._flags &= ~_REDISPATCH
+        attempt = self._next_attempt()
+        flags = self._flags
+        self._flags = flags & ~_ADMISSION_DUE
+        return attempt, flags & _ADMISSION_DUE
 
     def _next_attempt(self) -> Attempt | None:
         """Move to ``starting`` and build the next attempt if one is due. Under the lock."""
