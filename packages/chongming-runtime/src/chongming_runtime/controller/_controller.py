@@ -958,8 +958,10 @@ class Controller:
     def on_moved(self, run: TaskRun) -> None:
         """Have the writer take the run's state and new transitions at its next flush (a
         `MovePuller`): nothing is accounted on a move to queued, starting or running (see
-        `on_transition`)."""
-        self._writer.record_run(run)
+        `on_transition`). A move the store holds already (the `starting` a claim wrote) has
+        nothing to take: no pull is queued for it, and the writer is not woken."""
+        if run.has_unwritten():
+            self._writer.record_run(run)
 
     def on_transition(
         self, run: TaskRun, transition: Transition, snapshot: TaskSnapshot | None

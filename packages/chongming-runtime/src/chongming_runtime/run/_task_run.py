@@ -1313,6 +1313,11 @@ class TaskRun:
                 return ended, transitions[start:]  # the end as its listeners are told it
             return self._compose(), transitions[start:]
 
+    def has_unwritten(self) -> bool:
+        """Whether the run made a transition no store writer has taken (`take_write`). Read
+        without the lock: a move made meanwhile is told by the thread that made it."""
+        return len(self._machine.transitions) > self._unwritten
+
     def _queue_event(self, event: RunEvent) -> None:
         """Queue `event` for `_deliver`. Call under the lock."""
         if self._outbox is None:
