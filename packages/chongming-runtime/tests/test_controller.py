@@ -1012,3 +1012,36 @@ def test_close_that_runs_out_of_time_says_which_tasks_are_unfinished(closer: Clo
     finally:
         release.set()
     assert controller.wait("d", timeout=WAIT).status is S.SUCCEEDED  # stopping -> succeeded
+
+
+def test_a_reason_that_is_not_text_is_refused_before_anything_is_written(
+    make_controller: Callable[..., Controller],
+) -> None:
+    """Each store would keep another thing (SQLite its text, PostgreSQL an error from its
+    driver): a reason is a str or None, checked before the control acts."""
+    controller = make_controller(max_parallel=1)
+    gate = threading.Event()
+    controller.register("held", lambda ctx: gate.wait(WAIT))
+    run = controller.submit("held")
+    queued = controller.submit("held")
+    wait_until(lambda: run.status is S.RUNNING, "the first task to run")
+    for bad in (5, ["a"], b"bytes"):
+        said = re.escape(f"reason must be a str or None, got {bad!r}")
+        with pytest.raises(ConfigurationError, match=said):
+            controller.stop(queued.task_id, reason=bad)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match=said):
+            run.stop(bad)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match=said):
+            run.cancel(bad)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match=said):
+            controller.stop_all(reason=bad)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match=said):
+            controller.retry(run.task_id, reason=bad)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match=said):
+            controller.close(reason=bad)  # type: ignore[arg-type]
+    assert run.status is S.RUNNING  # nothing acted
+    assert queued.status is S.QUEUED
+    gate.set()
+    assert controller.stop(queued.task_id, reason="not needed") is True
+    assert run.wait(WAIT).status is S.SUCCEEDED
+    assert queued.wait(WAIT).status is S.STOPPED

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
@@ -216,6 +217,70 @@ def test_a_node_that_wakes_to_find_its_task_lost_stops_the_body_there(
     assert stored.status is S.LOST  # the verdict stands
     assert store.history("in-flight") == verdict
     frozen.close(timeout=WAIT)
+
+
+def test_a_node_whose_task_was_marked_lost_reports_it_as_the_store_holds_it(
+    controllers: Callable[..., Controller], closer: Closer
+) -> None:
+    """After waking to find its task lost, the node stops its body (D177), and its own
+    queries, waits and close report the task as the store holds it: `lost`, never the
+    `stopped` of the run here, which no other view shows."""
+    store = InMemoryTaskStore()
+    frozen_clock = FakeClock()
+    frozen = closer.controller(
+        store=store, owner="worker-1", clock=frozen_clock, lease_ttl=30, touch_interval=1
+    )
+    frozen.register("sync", worker_body)
+    frozen.register("noop", lambda ctx: "done")
+    run = frozen.submit("sync", "x", task_id="in-flight")
+    other = frozen.submit("noop", task_id="other")
+    wait_until(lambda: run.status is S.RUNNING, "the task to run")
+    other.wait(WAIT)
+    assert frozen.flush()
+    clock = FakeClock()
+    clock.advance(31)
+    survivor = controllers(store=store, owner="worker-2", clock=clock)
+    assert [s.task_id for s in survivor.reconcile().lost] == ["in-flight"]
+    verdict = store.history("in-flight")
+    frozen_clock.advance(11)  # wakes: its next tick finds the task moved on
+    frozen.flush()
+    assert run.wait(WAIT).status is S.STOPPED  # the run here: its body was stopped
+    got = frozen.get("in-flight")
+    assert got is not None
+    assert got.status is S.LOST
+    assert frozen.wait("in-flight", timeout=WAIT).status is S.LOST
+    assert {s.task_id: s.status for s in frozen.list_tasks()} == {
+        "in-flight": S.LOST,
+        "other": S.SUCCEEDED,
+    }
+    assert frozen.history("in-flight") == verdict
+    assert [o.status for o in frozen.wait_all(timeout=WAIT)] == [S.LOST, S.SUCCEEDED]
+    assert sorted(o.status for o in frozen.close(timeout=WAIT)) == [S.LOST, S.SUCCEEDED]
+
+
+def test_a_wait_timeout_is_checked_before_waiting(
+    controllers: Callable[..., Controller],
+) -> None:
+    """The store's wait (a task held by another process) checks its timeout as a run's
+    does: nan waited for ever, a text raised a bare TypeError. ``inf`` is no limit."""
+    store = InMemoryTaskStore()
+    feeder = controllers(store=store, owner="web")
+    later = feeder.enqueue("sync", delay=3600)  # no worker: it waits in the store
+    for bad, said in ((float("nan"), "got nan"), ("1", "got '1'"), (-1, ">= 0 seconds")):
+        with pytest.raises(ConfigurationError, match=re.escape(said)):
+            feeder.wait(later, timeout=bad)  # type: ignore[arg-type]
+        with pytest.raises(ConfigurationError, match=re.escape(said)):
+            feeder.wait_all(timeout=bad)  # type: ignore[arg-type]
+    with pytest.raises(TimeoutError, match="still queued"):
+        feeder.wait(later, timeout=0.01)
+    worker = controllers(store=InMemoryTaskStore(), owner="w")
+    worker.register("noop", lambda ctx: "done")
+    run = worker.submit("noop")
+    assert run.wait(float("inf")).value == "done"
+    assert worker.wait(run.task_id, timeout=float("inf")).value == "done"
+    with pytest.raises(ConfigurationError, match="close timeout must be a number"):
+        worker.close(timeout=float("nan"))
+    assert worker.submit("noop").wait(WAIT).value == "done"  # nothing was closed
 
 
 def _worker_running(

@@ -831,3 +831,36 @@ def test_a_worker_process_is_known_gone_only_on_its_own_host() -> None:
     assert worker_process_gone(row(here, int(gone.stdout)))
     assert not worker_process_gone(row(here, os.getpid()))
     assert not worker_process_gone(row("another-host", int(gone.stdout)))
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/stat"), reason="reads Linux's /proc")
+def test_a_worker_killed_and_not_yet_reaped_is_gone() -> None:
+    """A process killed with SIGKILL whose parent has not waited for it yet (a zombie) still
+    answers a signal, but runs no more."""
+    import signal
+    import socket
+    import subprocess
+    import sys
+
+    from chongming_runtime import worker_process_gone
+
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        now = datetime.now(UTC)
+        record = WorkerRecord(
+            owner="w", host=socket.gethostname(), pid=child.pid, buckets=None, names=(),
+            capacity={}, started_at=now, last_seen=now, lease_until=now + timedelta(minutes=5),
+        )  # fmt: skip
+        assert not worker_process_gone(record)
+        os.kill(child.pid, signal.SIGKILL)
+        wait_until(lambda: _state_of(child.pid) == "Z", "the child to be a zombie")
+        os.kill(child.pid, 0)  # it still answers a signal
+        assert worker_process_gone(record)
+    finally:
+        child.kill()
+        child.wait(timeout=60)
+
+
+def _state_of(pid: int) -> str:
+    with open(f"/proc/{pid}/stat") as stat:
+        return stat.read().rpartition(")")[2].split()[0]

@@ -86,10 +86,10 @@ from chongming_runtime.persistence._writer import PersistFailure, StoreWriter
 from chongming_runtime.pipeline._coordinator import PipelineCoordinator, PipelineRun
 from chongming_runtime.pipeline._definition import Pipeline
 from chongming_runtime.run._outcome import TaskOutcome
-from chongming_runtime.run._setup import RunSetup, pause_window, seconds
+from chongming_runtime.run._setup import RunSetup, pause_window, seconds, wait_timeout
 from chongming_runtime.run._task_run import TaskRun
 from chongming_runtime.support._ids import random_hex12
-from chongming_runtime.support._text import refuse_unstorable
+from chongming_runtime.support._text import check_reason, refuse_unstorable
 from chongming_runtime.support._thread_cache import run_elsewhere
 
 __all__ = ["Controller", "default_owner"]
@@ -1059,8 +1059,12 @@ class Controller:
         body ever running (R4); running ones get their graceful window.
 
         Returns the outcomes of every run held here (pipeline nodes released while closing
-        included); raises `TimeoutError` if some task did not finish in `timeout`.
+        included); raises `TimeoutError` if some task did not finish in `timeout`. A task
+        another process wrote while this node held it (D177) is reported as the store
+        holds it.
         """
+        timeout = wait_timeout(timeout, "close timeout")  # checked before anything stops
+        check_reason(reason)
         with self._lock:
             if self._closed:
                 return []
@@ -1084,7 +1088,7 @@ class Controller:
                 for run in runs:
                     left = None if deadline is None else max(0.0, deadline - time.monotonic())
                     try:
-                        outcomes.append(run.wait(left))
+                        outcomes.append(self._controls.outcome_of(run, run.wait(left)))
                     except TimeoutError:
                         then = "each was asked to stop, and the controller is closed"
                         raise TimeoutError(still_unfinished(list(seen), timeout, then)) from None

@@ -20,6 +20,7 @@ from chongming_core import (
     ConcurrencyConflict,
     ConfigurationError,
     StateMachine,
+    StoreError,
     TaskSnapshot,
     TaskStatus,
     TaskStore,
@@ -32,8 +33,9 @@ from chongming_runtime.persistence._commands import NOT_HELD, new_command
 from chongming_runtime.persistence._writer import StoreWriter
 from chongming_runtime.pipeline._coordinator import PipelineCoordinator
 from chongming_runtime.run._outcome import TaskOutcome
+from chongming_runtime.run._setup import wait_timeout
 from chongming_runtime.run._task_run import TaskRun
-from chongming_runtime.support._text import refuse_unstorable
+from chongming_runtime.support._text import check_reason
 
 __all__ = ["Controls", "still_unfinished"]
 
@@ -88,7 +90,7 @@ class Controls:
     # ================================================================ controls
     def stop(self, task_id: str, reason: str | None) -> bool:
         """Request a stop: here, of a node not released, or by command (`Controller.stop`)."""
-        refuse_unstorable("reason", reason)
+        check_reason(reason)
         run = self._held.get(task_id)
         if run is not None:
             return run.stop(reason, actor=self._owner)
@@ -184,13 +186,14 @@ class Controls:
 
     def stop_all(self, reason: str | None) -> int:
         """Request a stop of every unfinished task held here (`Controller.stop_all`)."""
-        refuse_unstorable("reason", reason)
+        check_reason(reason)
         runs = self._held.all()
         sent = sum(1 for run in runs if run.stop(reason, actor=self._owner))
         return sent + self._pipelines.stop_all(reason)
 
     def retry(self, task_id: str, reason: str | None) -> TaskRun:
         """Run a finished task held here again under its id (`Controller.retry`)."""
+        check_reason(reason)
         run = self._held.get(task_id)
         if run is None:
             stored = self._store.get(task_id)
@@ -237,7 +240,7 @@ class Controls:
     def requeue(self, task_id: str, reason: str | None) -> TaskSnapshot:
         """Queue a finished durable task again for the workers, in the store
         (`Controller.requeue`, D186)."""
-        refuse_unstorable("reason", reason)
+        check_reason(reason)
         held = self._held.get(task_id)
         if held is not None and not held.done:
             status = held.status
@@ -315,11 +318,16 @@ class Controls:
                 self._store.release_command(command.command_id, owner=self._owner)
 
     def wait(self, task_id: str, timeout: float | None) -> TaskOutcome:
-        """Block until the task is terminal, here or in the store (`Controller.wait`)."""
+        """Block until the task is terminal, here or in the store (`Controller.wait`). A task
+        another process wrote while this node held it (D177) ends as the store holds it: the
+        run here waits for its body, then the store is read."""
+        timeout = wait_timeout(timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
         run = self._held.get(task_id)
         if run is not None:
-            return run.wait(timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
+            outcome = run.wait(timeout)
+            if not self._writer.diverged(task_id):
+                return outcome
         delay = 0.01
         while True:
             snapshot = self._get(task_id)
@@ -342,6 +350,7 @@ class Controls:
 
     def wait_all(self, timeout: float | None) -> list[TaskOutcome]:
         """Wait for every pipeline and task held here (`Controller.wait_all`)."""
+        timeout = wait_timeout(timeout)
         deadline = None if timeout is None else time.monotonic() + timeout
         self._pipelines.wait_all(deadline)
         # the latest submitted usually finishes last: waiting for it first means one
@@ -351,13 +360,26 @@ class Controls:
         for run in reversed(runs):
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                outcomes.append(run.wait(left))
+                outcomes.append(self.outcome_of(run, run.wait(left)))
             except TimeoutError:
                 raise TimeoutError(
                     still_unfinished(runs, timeout, "wait_all() changed nothing")
                 ) from None
         outcomes.reverse()  # in submission order
         return outcomes
+
+    def outcome_of(self, run: TaskRun, outcome: TaskOutcome) -> TaskOutcome:
+        """`outcome`, the end of `run` here, unless another process wrote its task while
+        this node held it (D177): that record stands, and the task is reported as the
+        store holds it (a stop here is not the task's end when `reconcile` marked it lost)."""
+        if not self._writer.diverged(run.task_id):
+            return outcome
+        try:
+            stored = self._store.get(run.task_id)
+        except StoreError:  # cannot be read now: the end here, which the store may not hold
+            _log.warning("task %r: the store's record of it cannot be read", run.task_id)
+            return outcome
+        return outcome if stored is None else TaskOutcome.from_snapshot(stored)
 
     # ================================================================ commands
     def handle_command(self, command: Command) -> str | None:

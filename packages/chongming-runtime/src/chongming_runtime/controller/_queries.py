@@ -70,9 +70,10 @@ class Queries:
         self._stamp = stamp
 
     def get(self, task_id: str) -> TaskSnapshot | None:
-        """The task's snapshot, live when held here (`Controller.get`)."""
+        """The task's snapshot, live when held here (`Controller.get`), unless another process
+        wrote it while this node held it (D177): then the store's record stands."""
         run = self._held.get(task_id)
-        if run is not None:
+        if run is not None and not self._writer.diverged(task_id):
             return self._stamp(run.snapshot)
         held = self._pipelines.snapshot(task_id)
         if held is not None:
@@ -82,7 +83,7 @@ class Queries:
     def history(self, task_id: str) -> list[Transition]:
         """The task's whole trajectory (`Controller.history`)."""
         run = self._held.get(task_id)
-        if run is not None and not run.snapshot.durable:
+        if run is not None and not run.snapshot.durable and not self._writer.diverged(task_id):
             return list(run.transitions)
         # a durable task claimed here holds only the transitions made here (D149)
         self._writer.flush()
@@ -100,7 +101,10 @@ class Queries:
         result = []
         for snap in found:
             run = live.get(snap.task_id)
-            fresh = self._stamp(run.snapshot) if run is not None else snap
+            if run is None or self._writer.diverged(snap.task_id):  # the store's record stands
+                result.append(snap)
+                continue
+            fresh = self._stamp(run.snapshot)
             result.append(fresh if query.matches(fresh) else snap)
         return Listing(result, unreadable)
 

@@ -16,14 +16,27 @@ __all__ = ["process_alive", "worker_process_gone"]
 
 
 def process_alive(pid: int) -> bool:
-    """Whether process `pid` of this host runs (a process of another user counts)."""
+    """Whether process `pid` of this host runs (a process of another user counts). A
+    process that exited and was not reaped yet (a zombie: its parent has not waited for
+    it) still answers a signal, but runs no more: it is not alive."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except OSError:  # it exists, owned by someone else
-        return True
-    return True
+        pass
+    return not _exited(pid)
+
+
+def _exited(pid: int) -> bool:
+    """Whether the process table shows `pid` exited and not reaped (Linux's ``/proc``;
+    False where there is none to read)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+    except OSError:
+        return False
+    return bool(fields) and fields[0] in (b"Z", b"X")
 
 
 def worker_process_gone(row: WorkerRecord) -> bool:

@@ -41,8 +41,9 @@ from chongming_runtime.pipeline._definition import (
 from chongming_runtime.pipeline._host import PipelineHost, TaskDefinition
 from chongming_runtime.run._deadlines import start_timeout_failure
 from chongming_runtime.run._outcome import TaskOutcome
+from chongming_runtime.run._setup import wait_timeout
 from chongming_runtime.support._background import carry_on
-from chongming_runtime.support._text import refuse_unstorable
+from chongming_runtime.support._text import check_reason
 
 if TYPE_CHECKING:
     from chongming_runtime.run._task_run import TaskRun
@@ -159,7 +160,7 @@ class PipelineRun:
 
     def stop(self, reason: str | None = None) -> int:
         """Stop every unfinished node (released or not); returns how many stops were sent."""
-        refuse_unstorable("reason", reason)
+        check_reason(reason)
         with self._lock:
             nodes = list(self._nodes.values())
         sent = 0
@@ -176,6 +177,7 @@ class PipelineRun:
         Raises:
             TimeoutError: still running after `timeout`; nothing is changed.
         """
+        timeout = wait_timeout(timeout)
         if not self._done.wait(timeout):
             raise TimeoutError(
                 f"pipeline {self.pipeline_id!r} is still running after {timeout:g}s; "

@@ -10,6 +10,7 @@ and nothing is checked again per submission. A `TaskRun` made alone makes its ow
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -46,6 +47,16 @@ def seconds(name: str, value: Any) -> float:
     if value < 0:
         raise ConfigurationError(f"{name} must be >= 0 seconds, got {value!r}")
     return float(value)
+
+
+def wait_timeout(value: object, name: str = "wait timeout") -> float | None:
+    """How long a caller may block: None (no limit) or seconds >= 0, checked as `seconds`.
+    A timeout longer than the platform can wait for (``inf``) is no limit: waiting for it
+    raised `OverflowError`."""
+    if value is None:
+        return None
+    limit = seconds(name, value)
+    return None if limit > threading.TIMEOUT_MAX else limit
 
 
 def pause_window(value: object, name: str = "pause timeout") -> float:

@@ -71,10 +71,15 @@ from chongming_runtime.run._deadlines import RunDeadlines
 from chongming_runtime.run._decision import AttemptEnding, decide
 from chongming_runtime.run._outcome import TaskOutcome
 from chongming_runtime.run._pausing import PauseControl, PauseTicket
-from chongming_runtime.run._setup import NO_TIMEOUT, RunSetup, pause_window, seconds
+from chongming_runtime.run._setup import (
+    NO_TIMEOUT,
+    RunSetup,
+    pause_window,
+    wait_timeout,
+)
 from chongming_runtime.support._call_each import call_each
 from chongming_runtime.support._ids import random_hex12
-from chongming_runtime.support._text import refuse_unstorable
+from chongming_runtime.support._text import check_reason
 from chongming_runtime.support._thread_cache import hand_over, run_elsewhere
 
 __all__ = ["RunEvent", "RunListener", "TaskRun"]
@@ -523,8 +528,7 @@ class TaskRun:
         Raises:
             TimeoutError: still not terminal after `timeout`; the task is left untouched.
         """
-        if timeout is not None:
-            timeout = seconds("wait timeout", timeout)
+        timeout = wait_timeout(timeout)
         if self._final is None:
             with self._lock:
                 finished = self._finished
@@ -828,7 +832,7 @@ class TaskRun:
     # ================================================================ stop
     def stop(self, reason: str | None = None, *, actor: str | None = None) -> bool:
         """Request a stop; never blocks. Returns False when already terminal or stopping."""
-        refuse_unstorable("reason", reason)  # written with the stop
+        check_reason(reason)  # written with the stop
         who = actor or self._setup.actor
         with self._lock:
             machine = self._machine
@@ -865,6 +869,7 @@ class TaskRun:
         a body that returns its value first ends ``succeeded``. The graceful window and
         its fallback apply as for a stop. Returns False when terminal or already ending.
         """
+        check_reason(reason)
         who = actor or self._setup.actor
         text = reason or "cancelled by the orchestration layer"
         with self._lock:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from chongming_core import ConfigurationError
 
-__all__ = ["refuse_unstorable", "unstorable_text"]
+__all__ = ["check_reason", "refuse_unstorable", "unstorable_text"]
 
 
 def unstorable_text(value: str) -> str | None:
@@ -37,3 +37,15 @@ def refuse_unstorable(field: str, value: object) -> None:
             f"{field} {value!r} {why}; remove or replace those characters, e.g. "
             "value.replace('\\x00', '') or value.encode('utf-8', 'replace').decode()"
         )
+
+
+def check_reason(reason: object, field: str = "reason") -> None:
+    """Refuse a reason that is not text (or None), and text a store cannot keep: it is
+    written with the control (a stop, a retry), and each store would keep another thing
+    (SQLite its text, PostgreSQL an error from its driver)."""
+    if reason is not None and not isinstance(reason, str):
+        raise ConfigurationError(
+            f"{field} must be a str or None, got {reason!r} ({type(reason).__name__}); "
+            f"pass str({reason!r}) to keep it as text"
+        )
+    refuse_unstorable(field, reason)
