@@ -212,3 +212,24 @@ def test_a_resume_applied_in_the_store_is_confirmed_though_a_worker_claimed_it_a
     report, _ = _control(path, capsys, "resume", "parked")
     assert (report["outcome"], report["command_sent"]) == ("confirmed", False)
     assert _commands(path) == []
+
+
+def test_a_control_applied_in_the_store_says_why_in_its_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`reason` is given for every outcome but a plain ``requested`` (docs/cli.md): a
+    ``confirmed`` one says it was applied in the store because no worker held the task."""
+    path = str(tmp_path / "work.db")
+    with SqliteTaskStore(path) as store:
+        for task_id in ("a", "b"):
+            m = StateMachine.create(task_id, "nosuch", durable=True, arguments={})
+            m.mark_queued(actor="web")
+            store.create(m.snapshot, m.transitions)
+    paused, _ = _control(path, capsys, "pause", "a")
+    resumed, _ = _control(path, capsys, "resume", "a")
+    stopped, _ = _control(path, capsys, "stop", "b")
+    for report, action in ((paused, "pause"), (resumed, "resume"), (stopped, "stop")):
+        assert (report["outcome"], report["command_sent"]) == ("confirmed", False)
+        assert (
+            report["reason"] == f"no worker held it yet, so the {action} was applied in the store"
+        )

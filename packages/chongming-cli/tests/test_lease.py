@@ -244,6 +244,11 @@ def test_a_control_of_a_task_whose_worker_died_on_this_host_says_so(
     out = capsys.readouterr().out
     assert "so it will never apply it" in out
     assert "at its next" not in out
+    assert main(["--db", path, "status", "held"]) == EXIT_OK
+    owner = next(line for line in capsys.readouterr().out.splitlines() if "owner" in line)
+    assert f"w-dead (its process {pid} no longer runs on this host: nobody will end it" in owner
+    assert "its lease expires in " in owner
+    assert f"then see: chongming-task --db {shlex.quote(path)} reconcile --dry-run" in owner
 
 
 def test_status_shows_the_description_when_the_task_has_one(

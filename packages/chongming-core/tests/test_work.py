@@ -110,6 +110,25 @@ def test_durable_arguments_name_the_argument_its_type_and_the_way_out(
     assert "\n" not in str(caught.value)
 
 
+def test_a_value_nested_deep_is_named_by_the_start_and_end_of_its_path() -> None:
+    """The path of a value thousands of levels deep is thousands of characters long: the
+    message shows its start and its end, and stays one short line."""
+    deep: list[object] = [1]
+    for _ in range(3000):
+        deep = [deep]
+    bad: list[object] = [object()]
+    for _ in range(150):
+        bad = [bad]
+    for args, said in ((deep, "levels deep"), (bad, "of type object is not JSON")):
+        with pytest.raises(ConfigurationError) as caught:
+            durable_arguments([args], {})
+        message = str(caught.value)
+        assert said in message
+        assert message.startswith("argument 0[0][0]")
+        assert "...0][0]" in message
+        assert len(message) < 300
+
+
 def test_arguments_problem_checks_what_a_store_keeps() -> None:
     assert arguments_problem(None) is None
     assert arguments_problem({"args": [1], "kwargs": {}}) is None

@@ -172,6 +172,38 @@ def test_arguments_that_are_not_json_are_refused_and_nothing_is_written(
     assert feeder.store.get("far") is None
 
 
+def test_enqueue_many_with_a_taken_id_says_which_tasks_it_wrote(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    """The other tasks of the call are written and will run: the error lists their ids
+    (`written`), generated ones included, so the caller can follow them."""
+    from chongming_runtime import Job
+
+    feeder = make(closer, shared(), owner="web")
+    feeder.enqueue("load", 0, task_id="taken")
+    with pytest.raises(ConfigurationError, match="the other 2 tasks of this call were") as err:
+        feeder.enqueue_many("load", [(1,), Job(2, task_id="taken"), Job(3, task_id="mine")])
+    written = err.value.written  # type: ignore[attr-defined]
+    assert err.value.taken == ("taken",)  # type: ignore[attr-defined]
+    assert len(written) == 2
+    assert written[1] == "mine"
+    for task_id in written:
+        stored = feeder.store.get(task_id)
+        assert stored is not None
+        assert stored.status is S.QUEUED
+    taken = feeder.store.get("taken")
+    assert taken is not None
+    assert taken.arguments == {"args": [0], "kwargs": {}}  # left as it was
+    for bad in ("a\nb", "esc\x1b[31m"):
+        with pytest.raises(ConfigurationError, match="holds the control character"):
+            feeder.enqueue(bad)
+        with pytest.raises(ConfigurationError, match="holds the control character"):
+            feeder.enqueue("load", 1, task_id=bad)
+    for items in (5, None, "abc"):
+        with pytest.raises(ConfigurationError, match="takes an iterable of items"):
+            feeder.enqueue_many("load", items)  # type: ignore[arg-type]
+
+
 def test_two_workers_share_the_work_and_each_task_runs_exactly_once(
     closer: Closer, shared: Callable[[], TaskStore]
 ) -> None:

@@ -12,6 +12,7 @@ from typing import Any, TextIO
 from chongming_cli._encoding import stream_encoding
 from chongming_cli._exit import EXIT_OK, CliError
 from chongming_cli._hints import suggest
+from chongming_cli._holders import dead_holder_pid
 from chongming_cli._loading import load_task_module
 from chongming_cli._output import (
     HISTORY_HEADER,
@@ -225,6 +226,10 @@ def cmd_status(args: argparse.Namespace, node: NodeOptions, console: Console) ->
         snapshot = _existing(controller, args.task_id, node)
         now = controller.clock.now()
         waiting = controller.waiting_reasons([snapshot], now=now).get(snapshot.task_id)
+        owner = snapshot.lease_owner
+        gone_pid = (
+            dead_holder_pid(controller, owner) if owner and not snapshot.is_terminal else None
+        )
     if args.json:
         write_json(
             console.out,
@@ -238,6 +243,7 @@ def cmd_status(args: argparse.Namespace, node: NodeOptions, console: Console) ->
                 now=now,
                 reconcile_hint=suggest(node, "reconcile", "--dry-run"),
                 waiting=waiting,
+                holder_gone_pid=gone_pid,
             )
         )
     return EXIT_OK

@@ -43,6 +43,8 @@ _S = TaskStatus
 REQUESTED = "requested"
 NOT_CONFIRMED = "not_confirmed"
 CONFIRMED = "confirmed"
+#: Why a control of a task no worker held took effect at once (its report's reason).
+_UNHELD = "no worker held it yet, so the {} was applied in the store"
 UNCHANGED = "unchanged"
 REFUSED = "refused"
 
@@ -212,7 +214,8 @@ def _stop(controller: Controller, args: argparse.Namespace, node: NodeOptions) -
     if _applied_unheld(controller, found, _S.STOPPED):
         return found.report(
             CONFIRMED,
-            f"task {shown} is stopped: no worker held it yet, so the stop was applied in the store",
+            f"task {shown} is stopped: {_UNHELD.format('stop')}",
+            reason=_UNHELD.format("stop"),
         )
     who, reason = found.applies("applies it at its next poll")
     return found.report(
@@ -272,10 +275,12 @@ def _pause(controller: Controller, args: argparse.Namespace, node: NodeOptions) 
         if _applied_unheld(controller, found, _S.PAUSED):
             return found.report(
                 CONFIRMED,
-                f"task {shown} is paused: no worker held it yet, so the pause was applied in "
-                "the store",
+                f"task {shown} is paused: {_UNHELD.format('pause')}",
+                reason=_UNHELD.format("pause"),
             )
-        return found.report(CONFIRMED, f"task {shown} is paused")
+        return found.report(
+            CONFIRMED, f"task {shown} is paused", reason="the store holds the task paused"
+        )
     who, stale = found.applies("pauses it at its next checkpoint")
     return found.report(
         NOT_CONFIRMED,
@@ -298,8 +303,8 @@ def _resume(controller: Controller, args: argparse.Namespace, node: NodeOptions)
         if _applied_unheld(controller, found, _S.QUEUED):
             return found.report(
                 CONFIRMED,
-                f"task {shown} is queued again: no worker held it yet, so the resume was "
-                "applied in the store",
+                f"task {shown} is queued again: {_UNHELD.format('resume')}",
+                reason=_UNHELD.format("resume"),
             )
         if found.snapshot.status in {_S.PAUSED, _S.PAUSING}:
             who, reason = found.applies("applies it at its next poll")

@@ -125,10 +125,12 @@ def format_snapshot(
     now: datetime | None = None,
     reconcile_hint: str = "chongming-task reconcile --dry-run",
     waiting: str | None = None,
+    holder_gone_pid: int | None = None,
 ) -> str:
     """The ``status`` view: one task, one field per line (`reconcile_hint`: the command an
     expired lease points to, with the store options of the command line; `waiting`: why a
-    durable queued task waits, see `waiting_reason`)."""
+    durable queued task waits, see `waiting_reason`; `holder_gone_pid`: the pid of its
+    holder, a worker of this host whose process no longer runs, D194)."""
     moment = now or datetime.now(UTC)
     status = palette.status(snapshot.status) if palette else snapshot.status.value
     p = printable  # every value below but the (painted) status came from the task's record
@@ -154,7 +156,8 @@ def format_snapshot(
         ("bucket", p(_bucket_text(snapshot))),
         (
             "owner",
-            p(snapshot.lease_owner or "-") + _lease_text(snapshot, moment, palette, reconcile_hint),
+            p(snapshot.lease_owner or "-")
+            + _lease_text(snapshot, moment, palette, reconcile_hint, holder_gone_pid),
         ),
         ("created", format_time(snapshot.created_at)),
         ("started", format_time(snapshot.started_at)),
@@ -251,15 +254,26 @@ def lease_expired_for(snapshot: TaskSnapshot, now: datetime) -> float | None:
 
 
 def _lease_text(
-    snapshot: TaskSnapshot, now: datetime, palette: Palette | None, reconcile_hint: str
+    snapshot: TaskSnapshot,
+    now: datetime,
+    palette: Palette | None,
+    reconcile_hint: str,
+    holder_gone_pid: int | None = None,
 ) -> str:
-    """`` (lease expires in 25.0s)`` for an unfinished task, a warning once it expired."""
+    """`` (lease expires in 25.0s)`` for an unfinished task, a warning once it expired or
+    once its holder's process is known gone."""
     if snapshot.is_terminal or snapshot.lease_until is None:
         return ""
     gone = lease_expired_for(snapshot, now)
     if gone is None:
         left = (snapshot.lease_until - now).total_seconds()
-        return f" (lease expires in {format_elapsed(left)})"
+        if holder_gone_pid is None:
+            return f" (lease expires in {format_elapsed(left)})"
+        warning = (
+            f"its process {holder_gone_pid} no longer runs on this host: nobody will end it; "
+            f"its lease expires in {format_elapsed(left)}, then see: {reconcile_hint}"
+        )
+        return f" ({palette.paint(warning, 'yellow') if palette else warning})"
     warning = (
         f"lease EXPIRED {format_elapsed(gone)} ago: nobody renews it, its process may be "
         f"gone; see: {reconcile_hint}"

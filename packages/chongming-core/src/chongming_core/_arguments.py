@@ -144,7 +144,7 @@ def _problem(value: Any, where: str, name: str) -> str | None:
         place, label, item, depth = stack.pop()
         if depth > MAX_DEPTH:
             return (
-                f"{place} nests lists and dicts more than {MAX_DEPTH} levels deep: "
+                f"{_short(place)} nests lists and dicts more than {MAX_DEPTH} levels deep: "
                 "pass a flatter structure"
             )
         if isinstance(item, enum.Enum):  # an IntEnum or StrEnum member would lose its kind
@@ -153,7 +153,7 @@ def _problem(value: Any, where: str, name: str) -> str | None:
             continue
         if isinstance(item, float):
             if not math.isfinite(item):
-                return f"{place} is {item!r}, which JSON cannot hold: pass None or a str"
+                return f"{_short(place)} is {item!r}, which JSON cannot hold: pass None or a str"
             continue
         if isinstance(item, list | tuple):
             for index in reversed(range(len(item))):
@@ -163,18 +163,30 @@ def _problem(value: Any, where: str, name: str) -> str | None:
             for key in item:
                 if not isinstance(key, str):
                     return (
-                        f"{place} has the key {key!r} of type {type(key).__name__}: JSON keeps "
-                        "only str keys, pass str keys"
+                        f"{_short(place)} has the key {key!r} of type {type(key).__name__}: JSON "
+                        "keeps only str keys, pass str keys"
                     )
             for key in reversed(list(item)):
                 stack.append((f"{place}[{key!r}]", f"{label}[{key!r}]", item[key], depth + 1))
             continue
-        return _refused(place, item, _instead(item, label))
+        return _refused(place, item, _instead(item, _short(label)))
     return None
 
 
 def _refused(place: str, item: object, instead: str) -> str:
-    return f"{place} of type {type(item).__name__} is not JSON: pass {instead}"
+    return f"{_short(place)} of type {type(item).__name__} is not JSON: pass {instead}"
+
+
+#: The longest path a message shows whole (a value nested thousands deep has a path of
+#: thousands of characters: its start and its end say where it is).
+_PATH_SHOWN = 120
+
+
+def _short(path: str) -> str:
+    """`path` as a message shows it: whole, or its start and end around an ellipsis."""
+    if len(path) <= _PATH_SHOWN:
+        return path
+    return f"{path[:60]}...{path[-50:]}"
 
 
 def _instead(item: object, label: str) -> str:

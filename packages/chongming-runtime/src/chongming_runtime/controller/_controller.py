@@ -89,7 +89,11 @@ from chongming_runtime.run._outcome import TaskOutcome
 from chongming_runtime.run._setup import RunSetup, pause_window, seconds, wait_timeout
 from chongming_runtime.run._task_run import TaskRun
 from chongming_runtime.support._ids import random_hex12
-from chongming_runtime.support._text import check_reason, refuse_unstorable
+from chongming_runtime.support._text import (
+    check_reason,
+    refuse_control_characters,
+    refuse_unstorable,
+)
 from chongming_runtime.support._thread_cache import run_elsewhere
 
 __all__ = ["Controller", "default_owner"]
@@ -475,12 +479,24 @@ class Controller:
         delay: float | timedelta | None = None,
         run_at: datetime | None = None,
     ) -> list[str]:
-        """`enqueue` many tasks of `name` in one transaction; returns their ids in order.
+        """`enqueue` many tasks of `name` in one write; returns their ids in order.
 
         Each item is a tuple of positional arguments, a dict of keyword arguments, or a
         `Job` (arguments plus its own ``task_id``, ``label``, ``bucket_key`` or
-        ``priority``); the other options apply to every task.
+        ``priority``); the other options apply to every task. An item refused (arguments
+        that are not JSON, a bad option) refuses the whole call before anything is written.
+
+        Raises:
+            ConfigurationError: a refused item, or a store that keeps no durable tasks.
+                When some ``task_id`` already exists, those tasks are not written and the
+                others are: the error's ``written`` lists their ids (``taken`` the others).
         """
+        given: object = items
+        if isinstance(given, str | bytes) or not isinstance(given, Iterable):
+            raise ConfigurationError(
+                f"enqueue_many() takes an iterable of items (tuples, dicts or Job), got "
+                f"{type(given).__name__}"
+            )
         jobs = [as_job(item, index) for index, item in enumerate(items)]
         return self._enqueuer.enqueue(
             name,
@@ -634,6 +650,7 @@ class Controller:
         if not isinstance(task_id, str) or not task_id.strip():
             raise ConfigurationError(f"task_id must be a non-empty string, got {task_id!r}")
         refuse_unstorable("task_id", task_id)
+        refuse_control_characters("task_id", task_id)
         held = task_id in self._held
         # a pipeline's own lock is never taken under the controller's (its node releases
         # take them the other way round)

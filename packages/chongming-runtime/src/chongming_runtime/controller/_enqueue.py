@@ -33,7 +33,7 @@ from chongming_core import (
 )
 from chongming_runtime.controller._registry import TaskRegistry
 from chongming_runtime.support._ids import random_hex12
-from chongming_runtime.support._text import refuse_unstorable
+from chongming_runtime.support._text import refuse_control_characters, refuse_unstorable
 
 __all__ = ["Enqueuer", "Job"]
 
@@ -70,6 +70,18 @@ class Job:
         object.__setattr__(self, "label", label)
         object.__setattr__(self, "bucket_key", bucket_key)
         object.__setattr__(self, "priority", priority)
+
+
+class IdsTaken(ConfigurationError):
+    """`enqueue_many` was given ids that already exist: those tasks were not written, the
+    others of the call were (each store writes a batch's other rows), and will run."""
+
+    def __init__(self, message: str, *, taken: Sequence[str], written: Sequence[str]) -> None:
+        super().__init__(message)
+        #: the ids that already existed (not written by this call)
+        self.taken: tuple[str, ...] = tuple(taken)
+        #: the ids this call wrote, in the order of its items
+        self.written: tuple[str, ...] = tuple(written)
 
 
 def as_job(item: object, index: int) -> Job:
@@ -195,6 +207,7 @@ class Enqueuer:
         if not isinstance(name, str) or not name:
             raise ConfigurationError(f"name must be a non-empty string, got {name!r}")
         refuse_unstorable("name", name)
+        refuse_control_characters("name", name)
         due = when_due(self._clock, delay, run_at)
         registered = self._registry.find(name)
         if tags is not None:
@@ -229,13 +242,20 @@ class Enqueuer:
             raise ConfigurationError("enqueue_many() was given the same task_id twice")
         conflicts = self._store.save_many(writes) if writes else []
         if conflicts:
+            refused = {c.task_id for c in conflicts}
             taken = ", ".join(repr(c.task_id) for c in conflicts[:5])
-            raise ConfigurationError(
-                f"task id {taken} already exists; ids are never reused — enqueue under a "
-                "new id (the tasks of this call were not written)"
-                if len(writes) == 1
-                else f"task ids already exist: {taken}; ids are never reused — the other "
-                "tasks of this call were written"
+            if len(writes) == 1:
+                raise ConfigurationError(
+                    f"task id {taken} already exists; ids are never reused — enqueue under "
+                    "a new id (the tasks of this call were not written)"
+                )
+            written = [task_id for task_id in ids if task_id not in refused]
+            raise IdsTaken(
+                f"task ids already exist: {taken}; ids are never reused — the other "
+                f"{len(written)} tasks of this call were written and will run (their ids "
+                "are the exception's `written`)",
+                taken=[str(c.task_id) for c in conflicts],
+                written=written,
             )
         return ids
 
@@ -256,6 +276,7 @@ class Enqueuer:
         if not isinstance(task_id, str) or not task_id.strip():
             raise ConfigurationError(f"task_id must be a non-empty string, got {task_id!r}")
         refuse_unstorable("task_id", task_id)
+        refuse_control_characters("task_id", task_id)
         chosen_label = job.label if job.label is not None else label
         if chosen_label is not None and not isinstance(chosen_label, str):
             raise ConfigurationError(f"label must be a string, got {chosen_label!r}")

@@ -24,7 +24,7 @@ from chongming_core import (
     storable_text,
     validate_tags,
 )
-from chongming_runtime.support._text import refuse_unstorable
+from chongming_runtime.support._text import refuse_control_characters, refuse_unstorable
 
 __all__ = ["RegisteredTask", "TaskRegistry"]
 
@@ -74,6 +74,7 @@ class TaskRegistry:
         if not isinstance(name, str) or not name.strip():
             raise ConfigurationError(f"a task name must be a non-empty string, got {name!r}")
         refuse_unstorable("task name", name)
+        refuse_control_characters("task name", name)
         if not callable(fn):
             raise ConfigurationError(
                 f"register({name!r}, ...) needs a callable task body, got {fn!r}"

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 from chongming_core import ConfigurationError
 
-__all__ = ["check_reason", "refuse_unstorable", "unstorable_text"]
+__all__ = ["check_reason", "refuse_control_characters", "refuse_unstorable", "unstorable_text"]
 
 
 def unstorable_text(value: str) -> str | None:
@@ -49,3 +51,16 @@ def check_reason(reason: object, field: str = "reason") -> None:
             f"pass str({reason!r}) to keep it as text"
         )
     refuse_unstorable(field, reason)
+
+
+def refuse_control_characters(field: str, value: str) -> None:
+    """Refuse a name or an id holding a control character (a newline, a tab, an escape
+    sequence): every view shows it escaped, so it could never be typed or pasted back into
+    a command (`chongming-task status ID`), and an escape sequence would reach a terminal
+    raw. The console refuses such a ``--task-id`` the same way."""
+    for char in value:
+        if unicodedata.category(char) == "Cc":
+            raise ConfigurationError(
+                f"{field} {value!r} holds the control character {char!r}: it is typed and "
+                "pasted back into commands, so give one of printable characters"
+            )
