@@ -172,8 +172,10 @@ _RETRY_DUE = 32
 _DELIVERING = 64
 #: A listener reads the snapshot of every transition (see `RunListener.on_transition`).
 _SNAPSHOTS_READ = 128
-#: Every listener takes a move to queued, starting or running by `on_moved` (`MovePuller`).
-_MOVES_PULLED = 256
+#: A listener is told a move to queued, starting or running as a transition: not every
+#: listener is a `MovePuller`. (Set for the few runs that need it: a controller's run keeps
+#: its flags within the small ints Python shares, 32 bytes less per queued run.)
+_MOVES_TOLD = 256
 #: A move was recorded and its pullers are not told yet (`_deliver`).
 _MOVE_DUE = 512
 #: One listener holding `wait()` (`hold_finish`) adds this: the count is the flags above
@@ -191,7 +193,7 @@ def _reads_snapshots(listeners: tuple[RunListener, ...]) -> bool:
 
 
 def _pulls_moves(listeners: tuple[RunListener, ...]) -> bool:
-    """Whether every one of `listeners` is a `MovePuller`."""
+    """Whether every one of `listeners` is a `MovePuller` (none: nobody needs an event)."""
     if len(listeners) == 1:  # a controller's runs: no generator for one listener
         return bool(getattr(listeners[0], "pulls_moves", False))
     return all(getattr(listener, "pulls_moves", False) for listener in listeners)
@@ -450,7 +452,7 @@ class TaskRun:
         # the lifecycle
         # the lifecycle's yes-or-no facts: `_START_REQUESTED` and the rest
         self._flags = (_SNAPSHOTS_READ if _reads_snapshots(self._listeners) else 0) | (
-            _MOVES_PULLED if self._listeners and _pulls_moves(self._listeners) else 0
+            0 if _pulls_moves(self._listeners) else _MOVES_TOLD
         )
         self._attempt: Attempt | None = None
         # the collaborators, made when first needed
@@ -517,7 +519,7 @@ class TaskRun:
             if _reads_snapshots((listener,)):
                 self._flags |= _SNAPSHOTS_READ
             if not _pulls_moves((listener,)):  # told every move by a transition from now
-                self._flags &= ~_MOVES_PULLED
+                self._flags |= _MOVES_TOLD
 
     def wait(self, timeout: float | None = None) -> TaskOutcome:
         """Block until the task is terminal and return its outcome.
@@ -1296,7 +1298,7 @@ class TaskRun:
                 wakeup.set()
             return
         flags = self._flags
-        if flags & _MOVES_PULLED and transition.to_status in _PULLED_MOVES:
+        if not flags & _MOVES_TOLD and transition.to_status in _PULLED_MOVES:
             self._flags = flags | _MOVE_DUE  # its pullers read the run themselves
             return
         # built for the listeners that read it; a store writer takes the run's state itself
