@@ -19,7 +19,14 @@ from pathlib import Path
 import pytest
 
 from chongming_cli import EXIT_OK, main
-from chongming_core import Failure, FailureKind, FakeClock, StateMachine, WorkerRecord
+from chongming_core import (
+    Failure,
+    FailureKind,
+    FakeClock,
+    StateMachine,
+    TaskStatus,
+    WorkerRecord,
+)
 from chongming_store_sqlite import SqliteTaskStore
 
 LONG_AGO = datetime(2020, 1, 1, tzinfo=UTC)
@@ -337,3 +344,35 @@ def test_the_json_of_status_and_ps_says_why_a_durable_task_waits(
     assert main(["--db", path, "ps", "--json"]) == EXIT_OK
     listed = {d["task_id"]: d["waiting"] for d in json.loads(capsys.readouterr().out)}
     assert listed == {"parked": "no worker serves 'resize'", "done": None}
+
+
+def test_reconcile_queues_again_a_durable_task_whose_worker_died_while_it_waited_to_retry(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = str(tmp_path / "retry.db")
+    clock = FakeClock(datetime.now(UTC) - timedelta(minutes=5))
+    m = StateMachine.create("k1", "worker", clock=clock, max_attempts=2, durable=True, arguments={})
+    m.mark_queued()
+    m.mark_starting(executor="thread")
+    m.mark_running()
+    due = datetime.now(UTC) + timedelta(minutes=1)
+    m.mark_retry_wait(Failure.of(FailureKind.EXCEPTION, "boom"), retry_at=due)
+    expired = datetime.now(UTC) - timedelta(minutes=1)
+    with SqliteTaskStore(path) as store:
+        store.create(m.snapshot.evolve(lease_owner="w-dead", lease_until=expired), m.transitions)
+    assert main(["--db", path, "reconcile", "--dry-run", "--json"]) == EXIT_OK
+    preview = json.loads(capsys.readouterr().out)
+    assert [s["task_id"] for s in preview["requeued"]] == ["k1"]
+    assert preview["adoptable"] == []
+    assert main(["--db", path, "reconcile"]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "marked 0 lost, 1 queued again, 0 adoptable, 0 skipped" in out
+    assert "queued again — durable tasks waiting to retry whose worker is gone" in out
+    with SqliteTaskStore(path) as store:
+        again = store.get("k1")
+        assert again is not None
+        assert (again.status, again.lease_owner, again.attempt) == (TaskStatus.QUEUED, None, 1)
+        assert again.run_at == due  # its backoff still holds: claimed once it is due
+        last = store.history("k1")[-1]
+        assert (last.from_status, last.to_status) == (TaskStatus.RETRY_WAIT, TaskStatus.QUEUED)
+        assert "'w-dead' expired while it waited to retry" in (last.reason or "")

@@ -1047,18 +1047,16 @@ def test_a_reason_that_is_not_text_is_refused_before_anything_is_written(
     assert queued.wait(WAIT).status is S.STOPPED
 
 
-def test_names_and_ids_with_control_characters_are_refused(
+def test_task_names_with_control_characters_are_refused(
     make_controller: Callable[..., Controller],
 ) -> None:
-    """Every view shows them escaped: such an id could never be typed back into
-    ``chongming-task status ID`` (the console refuses such a ``--task-id`` too)."""
+    """Every view shows them escaped: such a name could never be typed back into a command.
+    A task id may hold any text a store keeps (the hostile-input round trips); only the
+    console refuses such a ``--task-id``, which it must read back from a terminal."""
     controller = make_controller()
     controller.register("ok", lambda ctx: 1)
     for bad in ("a\nb", "tab\there", "esc\x1b[31m"):
         with pytest.raises(ConfigurationError, match="holds the control character"):
             controller.register(bad, lambda ctx: 1)
-        with pytest.raises(ConfigurationError, match="holds the control character"):
-            controller.submit("ok", task_id=bad)
     assert controller.task_names == ["ok"]
-    assert controller.list_tasks() == []
-    assert controller.submit("ok", task_id="plain id, printable: é 中").wait(WAIT).value == 1
+    assert controller.submit("ok", task_id="line\nbreak").wait(WAIT).value == 1

@@ -194,11 +194,9 @@ def test_enqueue_many_with_a_taken_id_says_which_tasks_it_wrote(
     taken = feeder.store.get("taken")
     assert taken is not None
     assert taken.arguments == {"args": [0], "kwargs": {}}  # left as it was
-    for bad in ("a\nb", "esc\x1b[31m"):
+    for bad in ("a\nb", "esc\x1b[31m"):  # no worker could register such a name
         with pytest.raises(ConfigurationError, match="holds the control character"):
             feeder.enqueue(bad)
-        with pytest.raises(ConfigurationError, match="holds the control character"):
-            feeder.enqueue("load", 1, task_id=bad)
     for items in (5, None, "abc"):
         with pytest.raises(ConfigurationError, match="takes an iterable of items"):
             feeder.enqueue_many("load", items)  # type: ignore[arg-type]
@@ -896,3 +894,110 @@ def test_a_worker_killed_and_not_yet_reaped_is_gone() -> None:
 def _state_of(pid: int) -> str:
     with open(f"/proc/{pid}/stat") as stat:
         return stat.read().rpartition(")")[2].split()[0]
+
+
+def test_a_task_paused_while_its_worker_waits_to_retry_it_is_resumed_by_that_worker(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    """Paused during its backoff, the task is still held: its worker's run is paused before
+    its next attempt, under a live lease. A resume from another process is a command to that
+    worker, never a write of its own: written in the store, it made the task claimable while
+    the paused run held it, the worker claimed it a second time and never ran it, and a
+    later stop of the paused run took the row back to an older version."""
+    from chongming_core import FixedBackoff, RetryPolicy
+
+    feeder = make(closer, shared(), owner="web")
+    ops = make(closer, shared(), owner="ops")
+    attempts: list[int] = []
+
+    def flaky(ctx: Any) -> str:
+        attempts.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise ConnectionError("first fails")
+        return "second time"
+
+    worker = make(closer, shared(), owner="w1", max_parallel=2)
+    worker.register("flaky", flaky, retry=RetryPolicy(max_attempts=2, backoff=FixedBackoff(30)))
+    task_id = feeder.enqueue("flaky")
+    worker.serve()
+
+    def status() -> S:
+        found = feeder.get(task_id)
+        assert found is not None
+        return found.status
+
+    wait_until(lambda: status() is S.RETRY_WAIT, "the first attempt to fail")
+    ops.pause(task_id)  # a command: its worker holds it
+    wait_until(lambda: status() is S.PAUSED, "the pause to land")
+    stored = feeder.get(task_id)
+    assert stored is not None
+    assert stored.lease_owner == "w1"  # still held, paused before its next attempt
+    assert ops.resume(task_id)  # sent to w1, which queues and runs it
+    assert feeder.wait(task_id, timeout=WAIT).value == "second time"
+    assert attempts == [1, 2]
+    trail = [(t.status_version, t.to_status, t.actor) for t in feeder.history(task_id)]
+    assert [v for v, _, _ in trail] == list(range(1, len(trail) + 1))
+    resumed = [(status, actor) for _, status, actor in trail if status is S.QUEUED]
+    assert resumed[-1] == (S.QUEUED, "ops (command)")  # applied by the holder
+    final = feeder.get(task_id)
+    assert final is not None
+    assert final.status_version == trail[-1][0]
+
+
+def test_a_task_waiting_to_retry_whose_worker_died_is_queued_again_by_reconcile(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    """Its worker is gone while it waits for its backoff: nobody would ever start its next
+    attempt, and neither `retry` (it is not finished) nor a new worker (it is not queued)
+    could. `reconcile` queues it again, due at its retry time, and any worker that serves
+    it claims its next attempt then; the history says so."""
+    from chongming_core import FakeClock, FixedBackoff, RetryPolicy
+
+    feeder = make(closer, shared(), owner="web")
+    attempts: list[tuple[str, int]] = []
+
+    def flaky(ctx: Any) -> str:
+        attempts.append((ctx.task_id, ctx.attempt))
+        if ctx.attempt == 1:
+            raise ConnectionError("first fails")
+        return "second time"
+
+    policy = RetryPolicy(max_attempts=2, backoff=FixedBackoff(30))
+    frozen_clock = FakeClock()  # never advanced: its lease is never renewed, its backoff never ends
+    dead = make(closer, shared(), owner="w-dead", clock=frozen_clock, lease_ttl=10)
+    dead.register("flaky", flaky, retry=policy)
+    task_id = feeder.enqueue("flaky")
+    dead.serve()
+    wait_until(lambda: feeder.get(task_id).status is S.RETRY_WAIT, "the first attempt to fail")  # type: ignore[union-attr]
+    dead.stop_serving()
+    waiting = feeder.get(task_id)
+    assert waiting is not None
+    assert waiting.retry_at is not None
+    clock = FakeClock()
+    clock.advance(11)  # past w-dead's lease, before the retry is due
+    survivor = make(closer, shared(), owner="w2", clock=clock)
+    survivor.register("flaky", flaky, retry=policy)
+    preview = survivor.reconcile(dry_run=True)
+    assert [s.task_id for s in preview.requeued] == [task_id]
+    assert preview.adoptable == ()
+    report = survivor.reconcile()
+    assert [s.task_id for s in report.requeued] == [task_id]
+    assert report.changed
+    queued = feeder.get(task_id)
+    assert queued is not None
+    assert (queued.status, queued.lease_owner, queued.run_at) == (S.QUEUED, None, waiting.retry_at)
+    assert (queued.attempt, queued.retry_at) == (1, None)
+    survivor.serve()
+    time.sleep(0.1)  # several claim rounds: not due yet on the survivor's clock
+    assert feeder.get(task_id).status is S.QUEUED  # type: ignore[union-attr]
+    clock.advance(20)  # the retry is due
+    assert feeder.wait(task_id, timeout=WAIT).value == "second time"
+    assert attempts == [(task_id, 1), (task_id, 2)]
+    trail = [(t.to_status, t.actor) for t in feeder.history(task_id)]
+    assert trail[-4:] == [
+        (S.QUEUED, "w2"),
+        (S.STARTING, "w2"),
+        (S.RUNNING, "w2"),
+        (S.SUCCEEDED, "w2"),
+    ]
+    assert trail[-5][0] is S.RETRY_WAIT

@@ -325,12 +325,16 @@ def cmd_reconcile(args: argparse.Namespace, node: NodeOptions, console: Console)
             document["leased"] = [s.to_dict() for s in report.leased]
         if report.cancelled:  # likewise
             document["cancelled"] = [s.to_dict() for s in report.cancelled]
+        if report.requeued:  # likewise
+            document["requeued"] = [s.to_dict() for s in report.requeued]
         write_json(console.out, document)
         _unreadable_failure(console, report.unreadable, _NOT_JUDGED)
         return EXIT_OK
     verb = "would mark" if report.dry_run else "marked"
     unread = f", {len(report.unreadable)} unreadable" if report.unreadable else ""
     ended = f", {len(report.cancelled)} cancelled" if report.cancelled else ""
+    if report.requeued:
+        ended += f", {len(report.requeued)} {'would queue' if report.dry_run else 'queued'} again"
     console.say(
         f"reconcile{' (dry run)' if report.dry_run else ''}: {verb} {len(report.lost)} lost"
         f"{ended}, {len(report.adoptable)} adoptable, {len(report.skipped)} skipped{unread}"
@@ -341,6 +345,12 @@ def cmd_reconcile(args: argparse.Namespace, node: NodeOptions, console: Console)
             f"cancelled — nodes of a pipeline whose supervisor is gone (a pipeline cannot go on "
             f"after its process ended; submit it again), {verb} cancelled:",
             report.cancelled,
+        ),
+        (
+            f"queued again — durable tasks waiting to retry whose worker is gone; any worker "
+            f"that serves them claims their next attempt when it is due ("
+            f"{'would be ' if report.dry_run else ''}queued, the status each had before):",
+            report.requeued,
         ),
         ("adoptable — unsupervised and not started; resubmit them:", report.adoptable),
         ("skipped — their supervisor wrote first:", report.skipped),

@@ -317,6 +317,7 @@ class StateMachine:
         version = self.version + 1
         if target in TERMINAL_STATUSES:
             changes.setdefault("finished_at", now)
+            changes.setdefault("retry_at", None)  # an ended task has no next attempt due
             if self._field("lease_until") is not None:  # a finished task holds no lease
                 changes.setdefault("lease_until", None)
         executing = current in ACTIVE_STATUSES or (

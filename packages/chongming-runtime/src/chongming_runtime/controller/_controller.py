@@ -91,7 +91,6 @@ from chongming_runtime.run._task_run import TaskRun
 from chongming_runtime.support._ids import random_hex12
 from chongming_runtime.support._text import (
     check_reason,
-    refuse_control_characters,
     refuse_unstorable,
 )
 from chongming_runtime.support._thread_cache import run_elsewhere
@@ -604,6 +603,15 @@ class Controller:
         one only leased (a store that does not start what it claims) is admitted and moves
         to ``starting`` itself."""
         task_id = snapshot.task_id
+        live = self._held.get(task_id)
+        if live is not None and self._finished_run(task_id) is None:
+            # refused before the writer adopts the claimed version: adopted, it would let
+            # the live run's stale writes pass its fence and take the row backwards
+            self._moved_on(task_id)
+            raise ConfigurationError(
+                f"task {task_id!r} is claimed while a run of it is live here: the store's "
+                "record moved on without it, and that run is stopped"
+            )
         if snapshot.status is _QUEUED:
             registered, options, machine = self._claimed_machine(snapshot)
             run = self._make_run(registered.fn, machine, *_arguments(snapshot), options,
@@ -650,7 +658,6 @@ class Controller:
         if not isinstance(task_id, str) or not task_id.strip():
             raise ConfigurationError(f"task_id must be a non-empty string, got {task_id!r}")
         refuse_unstorable("task_id", task_id)
-        refuse_control_characters("task_id", task_id)
         held = task_id in self._held
         # a pipeline's own lock is never taken under the controller's (its node releases
         # take them the other way round)

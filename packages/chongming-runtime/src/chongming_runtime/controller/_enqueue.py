@@ -276,7 +276,6 @@ class Enqueuer:
         if not isinstance(task_id, str) or not task_id.strip():
             raise ConfigurationError(f"task_id must be a non-empty string, got {task_id!r}")
         refuse_unstorable("task_id", task_id)
-        refuse_control_characters("task_id", task_id)
         chosen_label = job.label if job.label is not None else label
         if chosen_label is not None and not isinstance(chosen_label, str):
             raise ConfigurationError(f"label must be a string, got {chosen_label!r}")

@@ -15,6 +15,9 @@ and judging liveness by heartbeats would kill it.
 | the process that is gone, §8.12)                        | release or start it            |
 | a durable task no worker claimed yet (no lease at all)  | untouched, not reported: any   |
 |                                                         | worker that serves it claims it|
+| lease expired, a durable task in retry_wait             | ``queued`` again, due at its   |
+|                                                         | retry time: any worker claims  |
+|                                                         | its next attempt (D204)        |
 | the supervisor wrote first (version conflict)           | left alone, reported skipped   |
 | its stored row cannot be decoded                        | left alone, reported unreadable|
 
@@ -63,7 +66,9 @@ class ReconcileReport:
     `cancelled` are the pipeline nodes that were waiting (for their upstream, a slot or a
     retry) when their pipeline's supervisor went: a pipeline cannot go on after its
     process ended (guide §8.12), so nobody would ever release or start them; they never
-    started, so they are not lost but cancelled.
+    started, so they are not lost but cancelled. `requeued` are the durable tasks that
+    were waiting to retry when their worker went: queued again, due at their retry time,
+    so any worker that serves them claims their next attempt.
     """
 
     lost: tuple[TaskSnapshot, ...] = ()
@@ -73,11 +78,13 @@ class ReconcileReport:
     unreadable: tuple[UnreadableRow, ...] = ()
     leased: tuple[TaskSnapshot, ...] = ()
     cancelled: tuple[TaskSnapshot, ...] = ()
+    requeued: tuple[TaskSnapshot, ...] = ()
 
     @property
     def changed(self) -> bool:
-        """True when a real run marked at least one task lost or cancelled."""
-        return bool(self.lost or self.cancelled) and not self.dry_run
+        """True when a real run marked at least one task lost or cancelled, or queued one
+        again."""
+        return bool(self.lost or self.cancelled or self.requeued) and not self.dry_run
 
 
 def holds_resources(snapshot: TaskSnapshot) -> bool:
@@ -152,6 +159,7 @@ def reconcile_store(
     lost: list[TaskSnapshot] = []
     cancelled: list[TaskSnapshot] = []
     adoptable: list[TaskSnapshot] = []
+    requeued: list[TaskSnapshot] = []
     skipped: list[TaskSnapshot] = []
     mine = set(skip_task_ids)
     found = store.query(query)
@@ -163,6 +171,25 @@ def reconcile_store(
         if not holds_resources(snapshot):
             if snapshot.durable and not snapshot.lease_owner:
                 continue  # enqueued, never claimed: any worker that serves it claims it (D172)
+            if snapshot.durable and snapshot.status is S.RETRY_WAIT:
+                # its worker is gone: its next attempt is any worker's, when it is due
+                if not dry_run:
+                    machine = StateMachine(snapshot, clock=clock)
+                    machine.mark_queued(
+                        actor=actor,
+                        reason=(
+                            f"reconcile: the lease of {snapshot.lease_owner!r} expired while "
+                            "it waited to retry; queued again for its next attempt"
+                        ),
+                    )
+                    again = machine.snapshot.evolve(
+                        lease_owner=None, lease_until=None, run_at=snapshot.retry_at
+                    )
+                    if not _saved(store, again, machine, snapshot):
+                        skipped.append(snapshot)
+                        continue
+                requeued.append(snapshot)
+                continue
             if snapshot.pipeline_id is None:
                 adoptable.append(snapshot)
                 continue
@@ -209,7 +236,14 @@ def reconcile_store(
         and not lease_expired(s, moment)
     )
     return ReconcileReport(
-        tuple(lost), tuple(adoptable), tuple(skipped), dry_run, unreadable, leased, tuple(cancelled)
+        tuple(lost),
+        tuple(adoptable),
+        tuple(skipped),
+        dry_run,
+        unreadable,
+        leased,
+        tuple(cancelled),
+        tuple(requeued),
     )
 
 

@@ -85,6 +85,11 @@ class ReconcileScreen(Screen[None]):
             if report.cancelled
             else ""
         )
+        if report.requeued:
+            ended += (
+                f"{len(report.requeued)} durable task(s) waiting to retry whose worker is gone "
+                "would be queued again, "
+            )
         title.append(
             f"{len(report.lost)} would be marked lost, {ended}{len(report.adoptable)} "
             f"adoptable; nothing was changed (to apply: {self.dashboard.reconcile_command})",
