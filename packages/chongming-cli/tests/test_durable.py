@@ -261,3 +261,26 @@ def test_another_signal_at_once_is_a_second_one(monkeypatch: pytest.MonkeyPatch)
     signals.handle(signal.SIGINT, None)
     signals.handle(signal.SIGTERM, None)
     assert exits == [1]
+
+
+def test_a_worker_names_what_it_stops_after_its_grace_as_it_is() -> None:
+    """A task waiting to retry is not running: the shutdown's note says which are which."""
+    from types import SimpleNamespace
+
+    from chongming_cli._durable import _left_over_note
+    from chongming_runtime import TaskRun
+
+    def run(task_id: str, status: TaskStatus) -> TaskRun:
+        return SimpleNamespace(task_id=task_id, status=status)  # type: ignore[return-value]
+
+    running = [run("a", TaskStatus.RUNNING)]
+    assert _left_over_note(running) == "stopping 1 task(s) still running: a"
+    mixed = [
+        run("a", TaskStatus.RUNNING),
+        run("b", TaskStatus.RETRY_WAIT),
+        run("c", TaskStatus.PAUSED),
+    ]
+    assert _left_over_note(mixed) == (
+        "stopping 3 task(s) not finished (1 paused, so it cannot finish; 1 waiting to retry): "
+        "a, b, c"
+    )

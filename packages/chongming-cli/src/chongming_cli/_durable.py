@@ -320,11 +320,17 @@ def _drain(runs: list[TaskRun], grace: float) -> list[TaskRun]:
 def _left_over_note(left_over: list[TaskRun]) -> str:
     """What the worker says of the runs it stops after the grace."""
     shown = ", ".join(printable(run.task_id) for run in left_over[:10])
-    paused = sum(1 for run in left_over if run.status is TaskStatus.PAUSED)
-    if not paused:
+    statuses = [run.status for run in left_over]
+    paused = statuses.count(TaskStatus.PAUSED)
+    waiting = statuses.count(TaskStatus.RETRY_WAIT)
+    if not paused and not waiting:
         return f"stopping {len(left_over)} task(s) still running: {shown}"
-    why = "paused, so they cannot finish" if paused > 1 else "paused, so it cannot finish"
-    return f"stopping {len(left_over)} task(s) not finished ({paused} {why}): {shown}"
+    why = []
+    if paused:
+        why.append(f"{paused} paused, so {'they' if paused > 1 else 'it'} cannot finish")
+    if waiting:
+        why.append(f"{waiting} waiting to retry")
+    return f"stopping {len(left_over)} task(s) not finished ({'; '.join(why)}): {shown}"
 
 
 def _registers_tasks(module: str) -> None:
