@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import enum
 import math
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import pytest
 
@@ -191,3 +192,71 @@ def test_whole_number_reads_what_it_shows_back() -> None:
     assert [whole_number(t) for t in ("0", "42", "-7", "007")] == [0, 42, -7, 7]
     with pytest.raises(ValueError, match="is not a whole number"):
         whole_number("")
+
+
+class _Color(enum.Enum):
+    RED = "red"
+    GREEN = "green"
+
+
+class _Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+def chosen(  # the annotations the console checks beyond JSON
+    ctx: Any,
+    color: _Color = _Color.RED,
+    level: _Level = _Level.LOW,
+    mode: Literal["fast", "slow", 3] = "fast",
+    ids: list[int] | None = None,
+    pair: tuple[str, int] | None = None,
+    weights: dict[str, float] | None = None,
+    names: set[str] | None = None,
+) -> None:
+    """A task with enums, literals and typed containers."""
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "value"),
+    [
+        ("color", "red", "red"),  # by value: the task gets the value (arguments are JSON)
+        ("color", "RED", "red"),  # by name
+        ("color", '"green"', "green"),  # as JSON
+        ("level", "2", 2),
+        ("level", "HIGH", 2),
+        ("mode", "slow", "slow"),
+        ("mode", "3", 3),
+        ("ids", "[1, 2]", [1, 2]),
+        ("pair", '["a", 1]', ["a", 1]),
+        ("weights", '{"a": 1, "b": 0.5}', {"a": 1, "b": 0.5}),
+        ("names", '["x", "y"]', ["x", "y"]),
+    ],
+)
+def test_enums_literals_and_containers_are_checked(name: str, text: str, value: Any) -> None:
+    converted = convert_args(chosen, {name: text}, task="chosen")[name]
+    assert converted == value
+    assert type(converted) is type(value)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "expected"),
+    [
+        ("color", "blue", "write one of its values (red, green) or a member's name"),
+        ("color", "3", "takes color as _Color"),
+        ("level", "5", "one of its values (1, 2)"),
+        ("level", "true", "takes level as _Level"),
+        ("mode", "medium", "write one of fast, slow, 3"),
+        ("ids", '["a"]', "takes ids as list[int] | None"),
+        ("ids", '{"a": 1}', "takes ids as list[int] | None"),
+        ("pair", '["a", "b"]', "takes pair as tuple[str, int] | None"),
+        ("weights", '{"a": "x"}', "takes weights as dict[str, float] | None"),
+        ("weights", "[1]", "takes weights as dict[str, float] | None"),
+    ],
+)
+def test_a_value_outside_an_enum_a_literal_or_a_container_is_refused(
+    name: str, text: str, expected: str
+) -> None:
+    with pytest.raises(CliError) as caught:
+        convert_args(chosen, {name: text}, task="chosen")
+    assert expected in str(caught.value)

@@ -125,6 +125,15 @@ def report_infinite_progress(ctx: Any) -> str:
     return "accepted"
 
 
+def log_at_a_level_by_name(ctx: Any) -> str:
+    try:
+        ctx.log("by name", level="WARNING")
+    except ConfigurationError as refused:
+        ctx.log("after")
+        return f"refused: {refused}"
+    return "accepted"
+
+
 def start_grandchild_and_wait(ctx: Any, pid_file: str) -> None:
     """Start a long-running subprocess, note its pid, and wait for it (no checkpoint)."""
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])

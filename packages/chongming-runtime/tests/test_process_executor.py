@@ -296,6 +296,25 @@ def test_values_no_store_can_keep_are_refused_in_the_child(tasks: ModuleType) ->
     assert refused.value == "refused: progress total must be a finite number, got inf"
 
 
+def test_a_log_level_that_is_not_an_int_is_refused_alike_on_every_executor(
+    tasks: ModuleType,
+) -> None:
+    """Refused at the call, before anything is kept: the thread and inline executors kept a
+    line that never reached a handler, and a child process took it and dropped it."""
+    from chongming_runtime.executors.inline import InlineExecutor
+    from chongming_runtime.executors.thread import ThreadExecutor
+
+    for executor in (InlineExecutor(), ThreadExecutor(), ProcessExecutor()):
+        run = TaskRun(tasks.log_at_a_level_by_name, executor=executor)
+        run.start()
+        outcome = run.wait(60)
+        assert outcome.value == (
+            "refused: log level must be an int such as logging.WARNING (30), got 'WARNING'; "
+            "or use ctx.warning(...) and ctx.error(...)"
+        ), executor
+        assert run.logs == ("INFO after",), executor
+
+
 def test_a_result_that_cannot_be_sent_back_is_result_invalid(tasks: ModuleType) -> None:
     outcome = _in_child(tasks.return_unpicklable_dict, attempts=3)
     assert outcome.status is S.FAILED

@@ -276,3 +276,42 @@ def test_the_earliest_deadline_wins() -> None:
     outcome = run.wait(10)
     assert outcome.failure is not None
     assert outcome.failure.kind is FailureKind.TIMEOUT_ATTEMPT
+
+
+def test_an_inline_body_past_its_graceful_window_is_not_called_lost_when_it_returns() -> None:
+    """An inline body runs on the caller's own thread, inside `start()`: it cannot be
+    abandoned, and its end is known before anyone is told. Past an idle timeout and its
+    graceful window it ends as a body that returned after a timeout does (`failed`, kind
+    `timeout_idle`), never `lost` ("may still be running") for a body that has finished."""
+    from chongming_runtime.executors.inline import InlineExecutor
+
+    clock = FakeClock()
+    side: list[str] = []
+
+    def deaf(ctx: TaskContext) -> str:
+        ctx.checkpoint()
+        clock.advance(61)  # past the idle limit: the stop is requested
+        clock.advance(100)  # past the graceful window
+        side.append("wrote the row")
+        return "done"
+
+    run = TaskRun(
+        deaf, executor=InlineExecutor(), clock=clock, timeout=Timeout(idle=60), graceful_stop=5
+    )
+    run.start()
+    outcome = run.outcome()
+    assert side == ["wrote the row"]
+    assert outcome.status is TaskStatus.FAILED
+    assert outcome.failure is not None
+    assert outcome.failure.kind is FailureKind.TIMEOUT_IDLE
+    assert "may still be running" not in outcome.failure.message
+
+    def stopped_late(ctx: TaskContext) -> str:
+        ctx.checkpoint()
+        run.stop("an operator")  # from the body's own thread: the inline caller's
+        clock.advance(100)  # past the graceful window
+        return "value"  # returned after a stop, as a body that checks the flag does
+
+    run = TaskRun(stopped_late, executor=InlineExecutor(), clock=clock, graceful_stop=5)
+    run.start()
+    assert run.outcome().status is TaskStatus.SUCCEEDED  # R7: a value after a stop counts

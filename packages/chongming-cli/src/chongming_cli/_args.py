@@ -23,6 +23,7 @@ Nothing is ever evaluated as code.
 
 from __future__ import annotations
 
+import enum
 import inspect
 import json
 import math
@@ -225,7 +226,75 @@ def _convert(text: str, annotation: Any) -> Any:
         return whole_number(text)
     if annotation is float:
         return float(text)
-    return json.loads(text, parse_constant=_no_constant)
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        return _enum_value(text, annotation)
+    if typing.get_origin(annotation) is typing.Literal:
+        for allowed in typing.get_args(annotation):
+            if text == str(allowed) or (isinstance(allowed, str) and text == json.dumps(allowed)):
+                return allowed
+        raise ValueError(text)
+    value = json.loads(text, parse_constant=_no_constant)
+    if not _shaped(value, annotation):
+        raise ValueError(text)
+    return value
+
+
+def _enum_value(text: str, kind: type[enum.Enum]) -> Any:
+    """The value of the member of `kind` that `text` names, by its value or its name (a
+    task's arguments are JSON: it receives the member's value)."""
+    word = text.strip()
+    try:
+        quoted = json.loads(word)  # '"red"', as JSON
+    except ValueError:
+        quoted = None
+    if isinstance(quoted, bool):  # true is no member's value, even of an int enum
+        quoted = None
+    for member in kind:
+        if word in (str(member.value), member.name) or (
+            quoted is not None and quoted == member.value
+        ):
+            return member.value
+    raise ValueError(text)
+
+
+#: The element types `_shaped` checks inside a list or a dict (one level deep).
+_SCALARS: dict[Any, tuple[type, ...]] = {
+    int: (int,),
+    float: (int, float),
+    str: (str,),
+    bool: (bool,),
+}
+
+
+def _shaped(value: Any, annotation: Any) -> bool:
+    """Whether JSON `value` has the shape of a container `annotation` (``list[int]``,
+    ``dict[str, float]``...): a list for a sequence or a set, an object for a mapping, and
+    their scalar elements of the type named. Anything else is taken as it is."""
+    origin = typing.get_origin(annotation) or annotation
+    if not isinstance(origin, type):
+        return True
+    args = typing.get_args(annotation)
+    if issubclass(origin, Mapping):
+        if not isinstance(value, dict):
+            return False
+        return len(args) != 2 or all(_scalar_is(inner, args[1]) for inner in value.values())
+    if issubclass(origin, list | tuple | set | frozenset):
+        if not isinstance(value, list):
+            return False
+        if origin is tuple and args and args[-1] is not Ellipsis:
+            return len(value) == len(args) and all(map(_scalar_is, value, args))
+        return not args or all(_scalar_is(inner, args[0]) for inner in value)
+    return True
+
+
+def _scalar_is(value: Any, annotation: Any) -> bool:
+    """Whether `value` is of the scalar type `annotation` (True for any other annotation)."""
+    kinds = _SCALARS.get(annotation)
+    if kinds is None:
+        return True
+    if isinstance(value, bool) and annotation is not bool:
+        return False
+    return isinstance(value, kinds)
 
 
 def _type_name(annotation: Any) -> str:
@@ -249,6 +318,12 @@ def _example(name: str, annotation: Any) -> str:
         return f"a whole number, e.g. --arg {name}=3"
     if annotation is float:
         return f"a number, e.g. --arg {name}=0.5"
+    if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        shown = ", ".join(str(member.value) for member in list(annotation)[:10])
+        return f"one of its values ({shown}) or a member's name"
+    if typing.get_origin(annotation) is typing.Literal:
+        shown = ", ".join(str(allowed) for allowed in typing.get_args(annotation)[:10])
+        return f"one of {shown}"
     origin = typing.get_origin(annotation) or annotation
     if isinstance(origin, type) and issubclass(origin, Mapping):
         return f"""JSON, e.g. --arg {name}='{{"key": 1}}'"""

@@ -208,7 +208,17 @@ class RuntimeContext:
 
     def log(self, message: str, *, level: int = logging.INFO) -> None:
         """Log through ``chongming_task.task.<task_id>`` with task_id, task_name and attempt
-        as ``extra``; the line is also kept in ``ctx.logs``."""
+        as ``extra``; the line is also kept in ``ctx.logs``.
+
+        Raises:
+            ConfigurationError: `level` is not an int (``logging.WARNING``, or 30), checked
+                here on every executor, before anything is kept.
+        """
+        if isinstance(level, bool) or not isinstance(level, int):
+            raise ConfigurationError(
+                f"log level must be an int such as logging.WARNING (30), got {level!r}; "
+                "or use ctx.warning(...) and ctx.error(...)"
+            )
         text = str(message)
         if self._log_sink is not None:  # a child process forwards the line to its parent
             self._lines().append(f"{logging.getLevelName(level)} {text}")

@@ -39,9 +39,10 @@ def result_failure(task_id: str, value: Any, problem: str) -> Failure:
         FailureKind.RESULT_INVALID,
         storable_text(
             f"task {task_id!r} returned {_a(type(value).__qualname__)} that cannot be stored as "
-            f"JSON: {problem}. Return plain JSON data (dict, list, str, number, bool, None), and "
-            "for large or binary data a pointer instead (an object key, a file path, a table "
-            "name + id)"
+            f"JSON: {problem}"
+            + ("" if problem.endswith("return plain JSON data") else ". Return plain JSON data")
+            + " (dict, list, str, number, bool, None); for large or binary data return a "
+            "pointer instead (an object key, a file path, a table name + id)"
         ),
         retryable=False,
     )

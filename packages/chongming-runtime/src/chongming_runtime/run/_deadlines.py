@@ -282,6 +282,11 @@ class RunDeadlines:
                 return
             attempt.graceful_timer = None
             handle = attempt.handle
+            if run._setup.executor.inline and attempt.started:
+                # the body runs on the caller's own thread, inside `start()`: it cannot be
+                # abandoned, and nobody is told anything before it returns, so its end is
+                # known and decides (a value after a timeout still fails the attempt)
+                return
         if handle is not None:
             attempt.forced = True  # before the signal: its exit may be settled at once
             if handle.force_stop(run._setup.clock):
