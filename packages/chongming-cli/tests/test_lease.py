@@ -376,3 +376,20 @@ def test_reconcile_queues_again_a_durable_task_whose_worker_died_while_it_waited
         last = store.history("k1")[-1]
         assert (last.from_status, last.to_status) == (TaskStatus.RETRY_WAIT, TaskStatus.QUEUED)
         assert "'w-dead' expired while it waited to retry" in (last.reason or "")
+
+
+def test_status_shows_when_a_delayed_task_is_due_whatever_else_it_waits_for(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A task due tomorrow in a bucket no live worker owns waits for both: its waiting line
+    names the bucket, and a line of its own says when it is due."""
+    path = str(tmp_path / "due.db")
+    due = datetime.now(UTC) + timedelta(days=1)
+    with SqliteTaskStore(path) as store:
+        m = StateMachine.create("later", "worker", durable=True, arguments={}, run_at=due, bucket=3)
+        m.mark_queued()
+        store.create(m.snapshot, m.transitions)
+    assert main(["--db", path, "status", "later"]) == EXIT_OK
+    lines = capsys.readouterr().out.splitlines()
+    due_line = next(line for line in lines if line.startswith("due at"))
+    assert "(in 23h" in due_line or "(in 1d" in due_line

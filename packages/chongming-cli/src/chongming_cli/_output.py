@@ -145,6 +145,7 @@ def format_snapshot(
     pairs += [
         ("status", status + (" (in place)" if snapshot.paused_in_place else "")),
         *([("waiting", p(waiting))] if waiting else []),
+        *_due(snapshot, moment, waiting),
         ("attempt", f"{snapshot.attempt}/{snapshot.max_attempts}"),
         ("elapsed", format_elapsed(snapshot.elapsed(moment))),
         *_time_apart(snapshot, moment),
@@ -202,6 +203,17 @@ def _arguments_text(arguments: Mapping[str, Any] | None) -> str:
 
 def _json_text(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, separators=(", ", ": "))
+
+
+def _due(snapshot: TaskSnapshot, now: datetime, waiting: str | None) -> list[tuple[str, str]]:
+    """When a queued task delayed to a later time becomes claimable, unless its waiting
+    reason says so already (another reason, a bucket nobody owns, hid it)."""
+    due = snapshot.run_at
+    if snapshot.status is not TaskStatus.QUEUED or due is None or due <= now:
+        return []
+    if waiting is not None and waiting.startswith("due at"):
+        return []
+    return [("due at", f"{format_time(due)} (in {format_elapsed((due - now).total_seconds())})")]
 
 
 def _time_apart(snapshot: TaskSnapshot, now: datetime) -> list[tuple[str, str]]:
