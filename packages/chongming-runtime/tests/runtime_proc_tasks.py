@@ -134,6 +134,13 @@ def log_at_a_level_by_name(ctx: Any) -> str:
     return "accepted"
 
 
+def log_then_fail_once(ctx: Any) -> list[str]:
+    ctx.log(f"attempt {ctx.attempt}")
+    if ctx.attempt == 1:
+        raise ConnectionError("first fails")
+    return list(ctx.logs)
+
+
 def start_grandchild_and_wait(ctx: Any, pid_file: str) -> None:
     """Start a long-running subprocess, note its pid, and wait for it (no checkpoint)."""
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])

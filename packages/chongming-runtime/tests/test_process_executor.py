@@ -315,6 +315,14 @@ def test_a_log_level_that_is_not_an_int_is_refused_alike_on_every_executor(
         assert run.logs == ("INFO after",), executor
 
 
+def test_ctx_logs_in_a_child_holds_the_lines_of_earlier_attempts(tasks: ModuleType) -> None:
+    """`ctx.logs` is the task's latest lines, as on a thread: a later attempt's child sees
+    those of the attempts before it."""
+    outcome = _in_child(tasks.log_then_fail_once, attempts=2)
+    assert outcome.status is S.SUCCEEDED
+    assert outcome.value == ["INFO attempt 1", "INFO attempt 2"]
+
+
 def test_a_result_that_cannot_be_sent_back_is_result_invalid(tasks: ModuleType) -> None:
     outcome = _in_child(tasks.return_unpicklable_dict, attempts=3)
     assert outcome.status is S.FAILED

@@ -219,7 +219,7 @@ def child_main(
         monotonic=_monotonic(),
         progress_sink=forwarder.progress,
         log_sink=lambda level, text: sender.send(("log", level, text)),
-        logs=deque(maxlen=LOG_LINES_KEPT),
+        logs=deque(info.get("logs") or (), maxlen=LOG_LINES_KEPT),
         artifact_root=None if root is None else Path(root),
         upstream=info.get("upstream") or {},
     )

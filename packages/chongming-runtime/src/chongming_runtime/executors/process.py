@@ -301,6 +301,9 @@ class ProcessExecutor:
             "artifact_root": None if root is None else str(root),
             "upstream": dict(ctx.upstream),
             "forward_interval": self._forward_interval,
+            # the task's lines so far (its earlier attempts'): `ctx.logs` in the child holds
+            # them too, as on a thread
+            "logs": list(ctx.logs),
         }
         process = mp.Process(
             target=child_main,
