@@ -183,26 +183,40 @@ def test_reconcile_marks_a_dead_workers_tasks_lost(
     dead.close(timeout=WAIT)
 
 
+def _frozen_node(closer: Closer) -> tuple[InMemoryTaskStore, FakeClock, Controller]:
+    """Node worker-1 on a fake clock (lease 30 s, touched every 1 s) that does not move
+    unless the test moves it: frozen, as a SIGSTOP would freeze it."""
+    store = InMemoryTaskStore()
+    clock = FakeClock()
+    node = closer.controller(
+        store=store, owner="worker-1", clock=clock, lease_ttl=30, touch_interval=1
+    )
+    node.register("sync", worker_body)
+    return store, clock, node
+
+
+def _marked_lost_by_a_survivor(
+    controllers: Callable[..., Controller], store: InMemoryTaskStore
+) -> list[Any]:
+    """worker-2, 31 s later, reconciles: task "in-flight" is marked lost. Its history then."""
+    clock = FakeClock()
+    clock.advance(31)
+    survivor = controllers(store=store, owner="worker-2", clock=clock)
+    assert [s.task_id for s in survivor.reconcile().lost] == ["in-flight"]
+    return store.history("in-flight")
+
+
 def test_a_node_that_wakes_to_find_its_task_lost_stops_the_body_there(
     controllers: Callable[..., Controller], closer: Closer
 ) -> None:
     """A node frozen past its lease (SIGSTOP, a paused VM) wakes after `reconcile` marked
     its running task lost: the store's record stands, and the body here is stopped at its
     next checkpoint instead of running on as a second copy (D177)."""
-    store = InMemoryTaskStore()
-    frozen_clock = FakeClock()
-    frozen = closer.controller(
-        store=store, owner="worker-1", clock=frozen_clock, lease_ttl=30, touch_interval=1
-    )
-    frozen.register("sync", worker_body)
+    store, frozen_clock, frozen = _frozen_node(closer)
     run = frozen.submit("sync", "x", task_id="in-flight")
     wait_until(lambda: run.status is S.RUNNING, "the task to run")
     assert frozen.flush()
-    clock = FakeClock()
-    clock.advance(31)
-    survivor = controllers(store=store, owner="worker-2", clock=clock)
-    assert [s.task_id for s in survivor.reconcile().lost] == ["in-flight"]
-    verdict = store.history("in-flight")
+    verdict = _marked_lost_by_a_survivor(controllers, store)
     # worker-1 wakes: its next tick renews the lease of a task that moved on meanwhile
     frozen_clock.advance(11)
     frozen.flush()
@@ -225,23 +239,14 @@ def test_a_node_whose_task_was_marked_lost_reports_it_as_the_store_holds_it(
     """After waking to find its task lost, the node stops its body (D177), and its own
     queries, waits and close report the task as the store holds it: `lost`, never the
     `stopped` of the run here, which no other view shows."""
-    store = InMemoryTaskStore()
-    frozen_clock = FakeClock()
-    frozen = closer.controller(
-        store=store, owner="worker-1", clock=frozen_clock, lease_ttl=30, touch_interval=1
-    )
-    frozen.register("sync", worker_body)
+    store, frozen_clock, frozen = _frozen_node(closer)
     frozen.register("noop", lambda ctx: "done")
     run = frozen.submit("sync", "x", task_id="in-flight")
     other = frozen.submit("noop", task_id="other")
     wait_until(lambda: run.status is S.RUNNING, "the task to run")
     other.wait(WAIT)
     assert frozen.flush()
-    clock = FakeClock()
-    clock.advance(31)
-    survivor = controllers(store=store, owner="worker-2", clock=clock)
-    assert [s.task_id for s in survivor.reconcile().lost] == ["in-flight"]
-    verdict = store.history("in-flight")
+    verdict = _marked_lost_by_a_survivor(controllers, store)
     frozen_clock.advance(11)  # wakes: its next tick finds the task moved on
     frozen.flush()
     assert run.wait(WAIT).status is S.STOPPED  # the run here: its body was stopped

@@ -93,33 +93,7 @@ def test_concurrent_batches_over_the_same_tasks_apply_each_version_once(
     stores = [make_store() for _ in range(2)]
     base = [build_task(f"t{i:02d}", TaskStatus.RUNNING) for i in range(20)]
     stores[0].save_many([SnapshotWrite(b.snapshot, None, b.transitions) for b in base])
-    barrier = threading.Barrier(4, timeout=30)
-    results: list[list[ConcurrencyConflict] | BaseException] = [[] for _ in range(4)]
-
-    def writer(i: int) -> None:
-        writes = []
-        for b in base:
-            built = next_version(b.snapshot)
-            writes.append(
-                SnapshotWrite(
-                    built.snapshot.evolve(label=f"w{i}"),
-                    b.snapshot.status_version,
-                    built.transitions,
-                )
-            )
-        random.Random(i).shuffle(writes)
-        try:
-            barrier.wait()
-            results[i] = stores[i % 2].save_many(writes)
-        except BaseException as exc:
-            results[i] = exc
-
-    threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=60)
-    assert not any(t.is_alive() for t in threads)
+    results = _race(stores, base, seed=0)
     failed = [r for r in results if not isinstance(r, list)]
     # the whole message and its cause: the first failure seen in CI was cut to its start
     assert not failed, [(str(e), repr(e.__cause__)) for e in failed]
@@ -153,16 +127,18 @@ def test_concurrent_batches_over_the_same_tasks_lock_them_in_one_order(
     for round_ in range(8):  # on a table that grows, as the plans of a busy one do
         base = [build_task(f"r{round_}t{i:02d}", TaskStatus.RUNNING) for i in range(20)]
         stores[0].save_many([SnapshotWrite(b.snapshot, None, b.transitions) for b in base])
-        failed = _race(stores, base, seed=round_)
+        failed = [r for r in _race(stores, base, seed=round_) if not isinstance(r, list)]
         assert not failed, [str(e) for e in failed]
     assert aborted == []
 
 
-def _race(stores: list[PostgresTaskStore], base: list[BuiltTask], seed: int) -> list[BaseException]:
+def _race(
+    stores: list[PostgresTaskStore], base: list[BuiltTask], seed: int
+) -> list[list[ConcurrencyConflict] | BaseException]:
     """Four writers save the next version of every task of `base` at once, each in an order
-    of its own, through `stores` in turn; returns what they raised."""
+    of its own, through `stores` in turn; returns what each got back, or raised."""
     barrier = threading.Barrier(4, timeout=30)
-    failed: list[BaseException] = []
+    results: list[list[ConcurrencyConflict] | BaseException] = [[] for _ in range(4)]
 
     def writer(i: int) -> None:
         writes = []
@@ -173,9 +149,9 @@ def _race(stores: list[PostgresTaskStore], base: list[BuiltTask], seed: int) -> 
         random.Random(seed * 10 + i).shuffle(writes)
         try:
             barrier.wait()
-            stores[i % 2].save_many(writes)
+            results[i] = stores[i % 2].save_many(writes)
         except BaseException as exc:
-            failed.append(exc)
+            results[i] = exc
 
     threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
     for t in threads:
@@ -183,7 +159,7 @@ def _race(stores: list[PostgresTaskStore], base: list[BuiltTask], seed: int) -> 
     for t in threads:
         t.join(timeout=60)
     assert not any(t.is_alive() for t in threads)
-    return failed
+    return results
 
 
 def test_the_batch_statement_stays_within_what_psycopg_caches(store: PostgresTaskStore) -> None:
