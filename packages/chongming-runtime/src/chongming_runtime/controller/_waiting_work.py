@@ -1,10 +1,9 @@
 """Controls of a durable task that no process runs yet (queued, or paused before its start).
 
-Such a task has no holder to send a command to (no lease, or one that ran out): the
-controller that asks writes the
-change itself, one compare-and-set under the task's version. A worker that claimed it
-meanwhile cannot have started it — its ``starting`` is a compare-and-set under the same
-version — so exactly one of the two writes wins: when the stop wins, the worker's start
+Such a task has no body running anywhere, so nobody to send a command to: the
+controller that asks writes the change itself, one compare-and-set under the task's
+version. A worker that claimed it meanwhile cannot have started it — its ``starting``
+is a compare-and-set under the same version — so exactly one of the two writes wins: when the stop wins, the worker's start
 is refused and it never runs the body (`Controller` stops a claimed run whose start
 write conflicts); when the start wins, this write conflicts and the caller sends a
 command to the new holder instead.
