@@ -3,10 +3,10 @@
 Such a task has no body running anywhere, so nobody to send a command to: the
 controller that asks writes the change itself, one compare-and-set under the task's
 version. A worker that claimed it meanwhile cannot have started it — its ``starting``
-is a compare-and-set under the same version — so exactly one of the two writes wins: when the stop wins, the worker's start
-is refused and it never runs the body (`Controller` stops a claimed run whose start
-write conflicts); when the start wins, this write conflicts and the caller sends a
-command to the new holder instead.
+is a compare-and-set under the same version — so exactly one of the two writes wins:
+when the stop wins, the worker's start is refused and it never runs the body
+(`Controller` stops a claimed run whose start write conflicts); when the start wins,
+this write conflicts and the caller sends a command to the new holder instead.
 
 A pause before the start (``queued -> paused``) makes the task unclaimable; a resume
 (``paused -> queued``) makes it claimable again, and on PostgreSQL wakes the workers.
