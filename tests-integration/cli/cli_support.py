@@ -3,6 +3,7 @@ as a real subprocess (``python -m chongming_cli``)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import select
@@ -10,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -162,6 +163,18 @@ class Workspace:
 def status_is(*statuses: TaskStatus) -> Callable[[TaskSnapshot], bool]:
     """A predicate for `Workspace.wait_for`."""
     return lambda snapshot: snapshot.status in statuses
+
+
+@contextlib.contextmanager
+def reaped(process: subprocess.Popen[str]) -> Iterator[subprocess.Popen[str]]:
+    """Kill and reap `process` on leaving the block if it still runs (a failed assertion
+    inside must not leave a background CLI process behind)."""
+    try:
+        yield process
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate()
 
 
 def finish(process: subprocess.Popen[str], timeout: float = 30) -> tuple[int, str, str]:

@@ -8,7 +8,7 @@ import os
 import signal
 
 import pytest
-from cli_support import Workspace, finish, status_is
+from cli_support import Workspace, finish, reaped, status_is
 
 from chongming_core import FailureKind, TaskStatus
 
@@ -19,7 +19,7 @@ S = TaskStatus
 def test_pause_resume_and_stop_from_another_process(workspace: Workspace) -> None:
     db = str(workspace.db)
     runner = workspace.spawn("--db", db, "run", "spin", *TASKS, "--task-id", "w-1")
-    try:
+    with reaped(runner):
         workspace.wait_for("w-1", status_is(S.RUNNING), process=runner)
 
         pause = workspace.cli("--db", db, "pause", "w-1")
@@ -43,10 +43,6 @@ def test_pause_resume_and_stop_from_another_process(workspace: Workspace) -> Non
         assert stop.returncode == 0, stop.stderr
         assert "a command was written to the store" in stop.stdout
         code, out, err = finish(runner)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.communicate()
     assert code == 3, err
     assert "status:  stopped" in out
     assert "failure: cancelled" in out
@@ -60,17 +56,13 @@ def test_pause_resume_and_stop_from_another_process(workspace: Workspace) -> Non
 def test_a_worker_that_winds_up_on_stop_succeeds_with_its_value(workspace: Workspace) -> None:
     db = str(workspace.db)
     runner = workspace.spawn("--db", db, "run", "graceful", *TASKS, "--task-id", "g-1", "--json")
-    try:
+    with reaped(runner):
         workspace.wait_for(
             "g-1", lambda s: s.status is S.RUNNING and s.progress is not None, process=runner
         )
         stop = workspace.cli("--db", db, "stop", "g-1")
         assert stop.returncode == 0, stop.stderr
         code, out, err = finish(runner)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.communicate()
     assert code == 0, err
     document = json.loads(out)
     assert document["status"] == "succeeded"
@@ -83,14 +75,10 @@ def test_a_worker_that_winds_up_on_stop_succeeds_with_its_value(workspace: Works
 def test_a_signal_stops_the_task_cleanly(workspace: Workspace, signum: signal.Signals) -> None:
     db = str(workspace.db)
     runner = workspace.spawn("--db", db, "run", "spin", *TASKS, "--task-id", "sig-1")
-    try:
+    with reaped(runner):
         workspace.wait_for("sig-1", status_is(S.RUNNING), process=runner)
         runner.send_signal(signum)
         code, out, err = finish(runner)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.communicate()
     assert code == 3, err
     assert "status:  stopped" in out
     assert f"received {signum.name}" in err
@@ -114,16 +102,12 @@ def test_ctrl_c_to_the_process_group_stops_a_process_executor_task_cleanly(
         "--db", db, "run", "spin", *TASKS, "--task-id", "grp-1", "--executor", "process",
         own_group=True,
     )  # fmt: skip
-    try:
+    with reaped(runner):
         running = workspace.wait_for("grp-1", status_is(S.RUNNING), process=runner)
         assert running.pid is not None
         assert running.pid != runner.pid
         os.killpg(runner.pid, signum)
         code, out, err = finish(runner)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.communicate()
     assert code == 3, err
     assert "status:  stopped" in out
     assert "Traceback" not in err
@@ -138,16 +122,12 @@ def test_ctrl_c_to_the_process_group_stops_a_process_executor_task_cleanly(
 def test_progress_is_plain_and_sparse_when_not_a_terminal(workspace: Workspace) -> None:
     db = str(workspace.db)
     runner = workspace.spawn("--db", db, "run", "spin", *TASKS, "--task-id", "p-1")
-    try:
+    with reaped(runner):
         workspace.wait_for(
             "p-1", lambda s: s.progress is not None and s.progress.done >= 5, process=runner
         )
         runner.send_signal(signal.SIGINT)
         code, _, err = finish(runner)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.communicate()
     assert code == 3
     lines = [line for line in err.splitlines() if line.startswith("progress:")]
     assert 1 <= len(lines) <= 2, err  # at most one line every 5 s

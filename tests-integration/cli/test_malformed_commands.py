@@ -16,7 +16,7 @@ import time
 
 import psycopg
 import pytest
-from cli_support import Workspace, finish, status_is
+from cli_support import Workspace, finish, reaped, status_is
 from psycopg import sql
 
 from chongming_core import TaskStatus
@@ -111,7 +111,7 @@ def test_a_stop_after_an_infinite_issued_at_stops_the_task_on_postgres(
     workspace: Workspace, pg_url: str
 ) -> None:
     runner = workspace.spawn("--dsn", pg_url, "run", "spin", *TASKS, "--task-id", "pg-spin")
-    try:
+    with reaped(runner):
         with PostgresTaskStore(pg_url, min_size=0, max_size=1) as store:
             deadline = time.monotonic() + 20
             while (snap := store.get("pg-spin")) is None or snap.status is not S.RUNNING:
@@ -140,10 +140,6 @@ def test_a_stop_after_an_infinite_issued_at_stops_the_task_on_postgres(
         stop = workspace.cli("--dsn", pg_url, "stop", "pg-spin", "--reason", "after infinity")
         assert stop.returncode == 0, stop.stderr
         code, out, err = finish(runner)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.communicate()
     assert code == 3, err
     assert "status:  stopped" in out
     with psycopg.connect(pg_url, autocommit=True) as conn:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import pytest
-from cli_support import Workspace, finish, first_line, hints, paste, status_is
+from cli_support import Workspace, finish, first_line, hints, paste, reaped, status_is
 
 from chongming_core import StateMachine, TaskStatus
 from chongming_store_postgres import PostgresTaskStore
@@ -46,7 +46,7 @@ def _controls_of_a_running_task(
 ) -> None:
     """`runner` runs task h-1; pause, pause again, resume, an unknown id, stop: each hint
     pasted in `env`."""
-    try:
+    with reaped(runner):
         note = first_line(runner.stderr) if runner.stderr else ""
         wait("h-1", S.RUNNING)
         pause = cli("pause", "h-1")
@@ -74,10 +74,6 @@ def _controls_of_a_running_task(
         (followed,) = _pasted(workspace, stopped, env)
         assert re.search(r"^task: +h-1$", followed, re.MULTILINE), followed
         code, _, err = finish(runner)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.communicate()
     assert code == 3, err
     history = json.loads(cli("history", "h-1", "--json").stdout)
     assert [t["to_status"] for t in history].count("pausing") == 1  # the second pause sent none

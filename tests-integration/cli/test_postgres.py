@@ -12,7 +12,7 @@ import time
 
 import psycopg
 import pytest
-from cli_support import Workspace, finish
+from cli_support import Workspace, finish, reaped
 
 from chongming_core import TaskStatus
 from chongming_store_postgres import PostgresTaskStore
@@ -29,7 +29,7 @@ def test_run_ps_and_stop_through_postgres(workspace: Workspace, pg_url: str) -> 
     assert "value:   3" in done.stdout
 
     runner = workspace.spawn("--dsn", pg_url, "run", "spin", *TASKS, "--task-id", "pg-spin")
-    try:
+    with reaped(runner):
         with PostgresTaskStore(pg_url, min_size=0, max_size=1) as store:
             deadline = time.monotonic() + 20
             while (snap := store.get("pg-spin")) is None or snap.status is not TaskStatus.RUNNING:
@@ -42,10 +42,6 @@ def test_run_ps_and_stop_through_postgres(workspace: Workspace, pg_url: str) -> 
         stop = workspace.cli("--dsn", pg_url, "stop", "pg-spin", "--reason", "maintenance")
         assert stop.returncode == 0, stop.stderr
         code, out, err = finish(runner)
-    finally:
-        if runner.poll() is None:
-            runner.kill()
-            runner.communicate()
     assert code == 3, err
     assert "status:  stopped" in out
     everything = json.loads(workspace.cli("--dsn", pg_url, "ps", "--json").stdout)
