@@ -9,7 +9,7 @@ from chongming_core import ConfigurationError
 from chongming_store_postgres import PostgresTaskStore, redact_dsn
 from chongming_store_postgres._dsn import Target, dsn_secrets, parse_dsn, scrub
 from chongming_store_postgres._errors import ErrorContext, RedactedDriverError
-from chongming_store_postgres._listen import channel_name
+from chongming_store_postgres._watch import channel_name
 
 
 @pytest.mark.parametrize(

@@ -98,7 +98,7 @@ from chongming_store_postgres._dsn import (
 from chongming_store_postgres._durable import claim, worker_from_row, worker_params
 from chongming_store_postgres._errors import ErrorContext
 from chongming_store_postgres._fetching import fetch_all
-from chongming_store_postgres._listen import (
+from chongming_store_postgres._watch import (
     ChangeListener,
     CommandListener,
     change_key,

@@ -1,4 +1,4 @@
-"""Listeners: dedicated connections that LISTEN for the store's notifications.
+"""Watching for changes: dedicated connections that LISTEN for the store's notifications.
 
 `submit_command` runs ``pg_notify(channel, command_id)`` in the statement that
 inserts the command, so the notification is delivered when (and only if) the
