@@ -98,14 +98,14 @@ from chongming_store_postgres._dsn import (
 from chongming_store_postgres._durable import claim, worker_from_row, worker_params
 from chongming_store_postgres._errors import ErrorContext
 from chongming_store_postgres._fetching import fetch_all
+from chongming_store_postgres._runner import Conn, Runner
+from chongming_store_postgres._schema import check_schema, ensure_schema
 from chongming_store_postgres._watch import (
     ChangeListener,
     CommandListener,
     change_key,
     channel_name,
 )
-from chongming_store_postgres._runner import Conn, Runner
-from chongming_store_postgres._schema import check_schema, ensure_schema
 
 __all__ = ["PostgresTaskStore"]
 
