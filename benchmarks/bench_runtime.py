@@ -12,8 +12,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from chongming_runtime import InlineExecutor, ProcessExecutor, TaskContext, TaskRun, run_task
-from chongming_runtime.body._context import RuntimeContext
+from chongming_runtime import (
+    InlineExecutor,
+    ProcessExecutor,
+    RuntimeContext,
+    TaskContext,
+    TaskRun,
+    run_task,
+)
 from chongming_runtime.body._control import AttemptControl
 
 

@@ -92,6 +92,16 @@ def open_store(args: argparse.Namespace) -> TaskStore:
     return PostgresTaskStore(args.dsn, schema=args.schema, max_size=4)
 
 
+def close_both(controller: Controller, store: TaskStore, *, timeout: float) -> None:
+    """Close `controller` (bounded; a no-op once it is closed), then `store`, even when that
+    close failed: a role ends this way whether it returns or raises (a SIGKILL, which the
+    tests send, runs none of it)."""
+    try:
+        controller.close(timeout=timeout)
+    finally:
+        store.close()
+
+
 # ------------------------------------------------------------------ task bodies
 
 
@@ -194,111 +204,114 @@ def crash(args: argparse.Namespace) -> int:
         graceful_stop=0.5,
         pause_timeout=0.5,
     )
-    register_all(controller)
-    keys = iter(keys_for(buckets, controller.bucket_policy, 200))
-    waiters: list[threading.Thread] = []
+    try:
+        register_all(controller)
+        keys = iter(keys_for(buckets, controller.bucket_policy, 200))
+        waiters: list[threading.Thread] = []
 
-    def watch(run: TaskRun) -> None:
-        def body() -> None:
-            outcome: TaskOutcome = run.wait(60)
-            report.finished(outcome.snapshot)
+        def watch(run: TaskRun) -> None:
+            def body() -> None:
+                outcome: TaskOutcome = run.wait(60)
+                report.finished(outcome.snapshot)
 
-        thread = threading.Thread(target=body, daemon=True)
-        thread.start()
-        waiters.append(thread)
+            thread = threading.Thread(target=body, daemon=True)
+            thread.start()
+            waiters.append(thread)
 
-    def watch_pipeline(prun: PipelineRun) -> None:
-        def body() -> None:
-            outcome = prun.wait(60)
-            for node in outcome.nodes.values():
-                report.finished(node.snapshot)
+        def watch_pipeline(prun: PipelineRun) -> None:
+            def body() -> None:
+                outcome = prun.wait(60)
+                for node in outcome.nodes.values():
+                    report.finished(node.snapshot)
 
-        thread = threading.Thread(target=body, daemon=True)
-        thread.start()
-        waiters.append(thread)
+            thread = threading.Thread(target=body, daemon=True)
+            thread.start()
+            waiters.append(thread)
 
-    def submit_one(i: int) -> TaskRun | None:
-        kind = rng.choice(["short", "short", "long", "long", "graceful", "boom", "flaky"])
-        key = next(keys)
-        task_id = f"{args.owner}-{i}-{kind}"
-        if kind == "short":
-            run = controller.submit("short", i, task_id=task_id, bucket_key=key, label="短")
-        elif kind in ("long", "graceful"):
-            steps = rng.randint(5, 60)
-            run = controller.submit(kind, steps, task_id=task_id, bucket_key=key)
-        elif kind == "boom":
-            run = controller.submit("boom", f"boom {i}", task_id=task_id, bucket_key=key)
-        else:
-            run = controller.submit("flaky", key, task_id=task_id, bucket_key=key)
-        report.emit("submitted", task_id=task_id)
-        watch(run)
-        return run
+        def submit_one(i: int) -> TaskRun | None:
+            kind = rng.choice(["short", "short", "long", "long", "graceful", "boom", "flaky"])
+            key = next(keys)
+            task_id = f"{args.owner}-{i}-{kind}"
+            if kind == "short":
+                run = controller.submit("short", i, task_id=task_id, bucket_key=key, label="短")
+            elif kind in ("long", "graceful"):
+                steps = rng.randint(5, 60)
+                run = controller.submit(kind, steps, task_id=task_id, bucket_key=key)
+            elif kind == "boom":
+                run = controller.submit("boom", f"boom {i}", task_id=task_id, bucket_key=key)
+            else:
+                run = controller.submit("flaky", key, task_id=task_id, bucket_key=key)
+            report.emit("submitted", task_id=task_id)
+            watch(run)
+            return run
 
-    def submit_pipeline(i: int) -> None:
-        pipeline = Pipeline(f"{args.owner}-p{i}")
-        key = next(keys)
-        first = pipeline.node("relay", node="extract", node_id="extract", bucket_key=key)
-        mid = pipeline.node(
-            "relay", node="transform", node_id="transform", depends_on=[first], bucket_key=key
-        )
-        if rng.random() < 0.3:
-            pipeline.node(
-                "boom", "pipeline boom", node_id="break", depends_on=[mid], bucket_key=key
+        def submit_pipeline(i: int) -> None:
+            pipeline = Pipeline(f"{args.owner}-p{i}")
+            key = next(keys)
+            first = pipeline.node("relay", node="extract", node_id="extract", bucket_key=key)
+            mid = pipeline.node(
+                "relay", node="transform", node_id="transform", depends_on=[first], bucket_key=key
             )
-        else:
-            pipeline.node("relay", node="load", node_id="load", depends_on=[mid], bucket_key=key)
-        watch_pipeline(controller.submit_pipeline(pipeline))
+            if rng.random() < 0.3:
+                pipeline.node(
+                    "boom", "pipeline boom", node_id="break", depends_on=[mid], bucket_key=key
+                )
+            else:
+                pipeline.node(
+                    "relay", node="load", node_id="load", depends_on=[mid], bucket_key=key
+                )
+            watch_pipeline(controller.submit_pipeline(pipeline))
 
-    runs: list[TaskRun] = []
-    for i in range(args.tasks):
-        if rng.random() < 0.15:
-            submit_pipeline(i)
-            continue
-        run = submit_one(i)
-        if run is not None:
-            runs.append(run)
-        if i == args.tasks // 2:
-            # something is in the store when the test may kill us: non-terminal writes are
-            # batched, and a loaded machine can leave the writer's thread unscheduled past
-            # the kill (the store was then empty and nothing could be checked)
-            controller.flush()
-            report.emit("ready")
-        if rng.random() < 0.3:
-            time.sleep(rng.uniform(0, 0.05))
-    hold = None
-    if args.hold:
-        # a task that runs until the test creates the hold file: this node is mid-run
-        hold = controller.submit("graceful", 6000, task_id=f"{args.owner}-hold",
-                                 bucket_key=next(keys))  # fmt: skip
-        watch(hold)
-    report.emit("ready")
+        runs: list[TaskRun] = []
+        for i in range(args.tasks):
+            if rng.random() < 0.15:
+                submit_pipeline(i)
+                continue
+            run = submit_one(i)
+            if run is not None:
+                runs.append(run)
+            if i == args.tasks // 2:
+                # something is in the store when the test may kill us: non-terminal writes are
+                # batched, and a loaded machine can leave the writer's thread unscheduled past
+                # the kill (the store was then empty and nothing could be checked)
+                controller.flush()
+                report.emit("ready")
+            if rng.random() < 0.3:
+                time.sleep(rng.uniform(0, 0.05))
+        hold = None
+        if args.hold:
+            # a task that runs until the test creates the hold file: this node is mid-run
+            hold = controller.submit("graceful", 6000, task_id=f"{args.owner}-hold",
+                                     bucket_key=next(keys))  # fmt: skip
+            watch(hold)
+        report.emit("ready")
 
-    # controls while tasks run: pauses (some left paused a while), resumes and stops
-    paused: list[TaskRun] = []
-    for _ in range(rng.randint(2, 8)):
-        time.sleep(rng.uniform(0.0, 0.15))
-        run = rng.choice(runs)
-        action = rng.random()
-        if action < 0.4:
-            if controller.pause(run.task_id, timeout=0.3):
-                paused.append(run)
-        elif action < 0.7:
-            controller.stop(run.task_id, reason="chaos stop / 混沌")
-        elif paused:
-            controller.resume(paused.pop(rng.randrange(len(paused))).task_id)
-    time.sleep(rng.uniform(0.0, 0.5))
-    for run in paused:
-        controller.resume(run.task_id)
-    if hold is not None:
-        deadline = time.monotonic() + 60
-        while not os.path.exists(args.hold) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        controller.stop(hold.task_id, reason="released by the test")
-    for thread in waiters:
-        thread.join(60)
-    report.emit("done", persist_failures=[f.error for f in controller.persist_failures])
-    controller.close(timeout=10)
-    store.close()
+        # controls while tasks run: pauses (some left paused a while), resumes and stops
+        paused: list[TaskRun] = []
+        for _ in range(rng.randint(2, 8)):
+            time.sleep(rng.uniform(0.0, 0.15))
+            run = rng.choice(runs)
+            action = rng.random()
+            if action < 0.4:
+                if controller.pause(run.task_id, timeout=0.3):
+                    paused.append(run)
+            elif action < 0.7:
+                controller.stop(run.task_id, reason="chaos stop / 混沌")
+            elif paused:
+                controller.resume(paused.pop(rng.randrange(len(paused))).task_id)
+        time.sleep(rng.uniform(0.0, 0.5))
+        for run in paused:
+            controller.resume(run.task_id)
+        if hold is not None:
+            deadline = time.monotonic() + 60
+            while not os.path.exists(args.hold) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            controller.stop(hold.task_id, reason="released by the test")
+        for thread in waiters:
+            thread.join(60)
+        report.emit("done", persist_failures=[f.error for f in controller.persist_failures])
+    finally:
+        close_both(controller, store, timeout=10)
     return 0
 
 
@@ -331,19 +344,20 @@ def start(args: argparse.Namespace) -> int:
         poll_interval=0.02,
         graceful_stop=2.0,
     )
-    controller.register("marked", marked)
-    report.emit("ready")
-    for round_ in range(args.tasks):
-        # a round's tasks start at the same moment, each in its own slot
-        runs = [
-            controller.submit("marked", args.markers, task_id=f"start-{round_}-{i}")
-            for i in range(args.burst)
-        ]
-        for run in runs:
-            report.finished(run.wait(120).snapshot)
-    report.emit("done", persist_failures=[f.error for f in controller.persist_failures])
-    controller.close(timeout=10)
-    store.close()
+    try:
+        controller.register("marked", marked)
+        report.emit("ready")
+        for round_ in range(args.tasks):
+            # a round's tasks start at the same moment, each in its own slot
+            runs = [
+                controller.submit("marked", args.markers, task_id=f"start-{round_}-{i}")
+                for i in range(args.burst)
+            ]
+            for run in runs:
+                report.finished(run.wait(120).snapshot)
+        report.emit("done", persist_failures=[f.error for f in controller.persist_failures])
+    finally:
+        close_both(controller, store, timeout=10)
     return 0
 
 
@@ -364,77 +378,79 @@ def contend(args: argparse.Namespace) -> int:
         graceful_stop=1.0,
         pause_timeout=0.3,
     )
-    register_all(controller)
-    calls = 0
-    errors: list[str] = []
-    sent: dict[str, int] = {"stop": 0, "pause": 0, "resume": 0}
+    try:
+        register_all(controller)
+        calls = 0
+        errors: list[str] = []
+        sent: dict[str, int] = {"stop": 0, "pause": 0, "resume": 0}
 
-    def call(what: str, fn: Any, *a: Any, **kw: Any) -> Any:
-        nonlocal calls
-        calls += 1
-        try:
-            return fn(*a, **kw)
-        except ConfigurationError as exc:
-            # a legal refusal (e.g. resume of a task that is no longer paused)
-            return exc
-        except Exception as exc:
-            errors.append(f"{what}: {type(exc).__name__}: {exc}")
-            return None
+        def call(what: str, fn: Any, *a: Any, **kw: Any) -> Any:
+            nonlocal calls
+            calls += 1
+            try:
+                return fn(*a, **kw)
+            except ConfigurationError as exc:
+                # a legal refusal (e.g. resume of a task that is no longer paused)
+                return exc
+            except Exception as exc:
+                errors.append(f"{what}: {type(exc).__name__}: {exc}")
+                return None
 
-    deadline = time.monotonic() + args.duration
-    i = 0
-    while time.monotonic() < deadline:
-        i += 1
-        op = rng.random()
-        if op < 0.3:
-            kind = rng.choice(["graceful", "long", "short"])
-            task_id = f"{args.owner}-{i}"
-            call("submit", controller.submit, kind, rng.randint(3, 40) if kind != "short" else i,
-                 task_id=task_id)  # fmt: skip
-            continue
-        found = call("list_tasks", controller.list_tasks, status=["queued", "running", "paused",
-                     "pausing", "retry_wait"], limit=50)  # fmt: skip
-        if not isinstance(found, list) or not found:
-            continue
-        target: TaskSnapshot = rng.choice(found)
-        if op < 0.5:
-            if call("stop", controller.stop, target.task_id, reason=f"by {args.owner}") is True:
-                sent["stop"] += 1
-        elif op < 0.65:
-            call("pause", controller.pause, target.task_id, timeout=0.2)
-            sent["pause"] += 1
-        elif op < 0.8:
-            if call("resume", controller.resume, target.task_id) is True:
-                sent["resume"] += 1
-        elif op < 0.9:
-            call("get", controller.get, target.task_id)
-            call("history", controller.history, target.task_id)
-        else:
-            call("stats", controller.stats)
-        time.sleep(rng.uniform(0, 0.01))
-    # resume what is still paused here, so close() can stop it (an in-place pause holds a body)
-    for run in controller.runs():
-        if not run.done:
-            call("resume", run.resume)
-    call("close", controller.close, timeout=20)
-    for run in controller.runs():
+        deadline = time.monotonic() + args.duration
+        i = 0
+        while time.monotonic() < deadline:
+            i += 1
+            op = rng.random()
+            if op < 0.3:
+                kind = rng.choice(["graceful", "long", "short"])
+                task_id = f"{args.owner}-{i}"
+                arg = rng.randint(3, 40) if kind != "short" else i
+                call("submit", controller.submit, kind, arg, task_id=task_id)
+                continue
+            found = call("list_tasks", controller.list_tasks, status=["queued", "running", "paused",
+                         "pausing", "retry_wait"], limit=50)  # fmt: skip
+            if not isinstance(found, list) or not found:
+                continue
+            target: TaskSnapshot = rng.choice(found)
+            if op < 0.5:
+                if call("stop", controller.stop, target.task_id, reason=f"by {args.owner}") is True:
+                    sent["stop"] += 1
+            elif op < 0.65:
+                call("pause", controller.pause, target.task_id, timeout=0.2)
+                sent["pause"] += 1
+            elif op < 0.8:
+                if call("resume", controller.resume, target.task_id) is True:
+                    sent["resume"] += 1
+            elif op < 0.9:
+                call("get", controller.get, target.task_id)
+                call("history", controller.history, target.task_id)
+            else:
+                call("stats", controller.stats)
+            time.sleep(rng.uniform(0, 0.01))
+        # resume what is still paused here, so close() can stop it (an in-place pause holds a body)
+        for run in controller.runs():
+            if not run.done:
+                call("resume", run.resume)
+        call("close", controller.close, timeout=20)
+        for run in controller.runs():
+            report.emit(
+                "trajectory",
+                task_id=run.task_id,
+                status=run.status.value,
+                transitions=[
+                    [t.status_version, t.from_status.value, t.to_status.value, t.trigger, t.actor]
+                    for t in run.transitions
+                ],
+            )
         report.emit(
-            "trajectory",
-            task_id=run.task_id,
-            status=run.status.value,
-            transitions=[
-                [t.status_version, t.from_status.value, t.to_status.value, t.trigger, t.actor]
-                for t in run.transitions
-            ],
+            "summary",
+            calls=calls,
+            errors=errors,
+            sent=sent,
+            persist_failures=[f.error for f in controller.persist_failures],
         )
-    report.emit(
-        "summary",
-        calls=calls,
-        errors=errors,
-        sent=sent,
-        persist_failures=[f.error for f in controller.persist_failures],
-    )
-    store.close()
+    finally:
+        close_both(controller, store, timeout=20)
     return 0
 
 
@@ -460,39 +476,42 @@ def serve(args: argparse.Namespace) -> int:
         fleet_limits={"gpu": args.fleet_gpu} if args.fleet_gpu is not None else None,
     )
 
-    def append(ctx: Any, n: int) -> int:
-        report.emit("ran", task_id=ctx.task_id, owner=args.owner, n=n)
-        time.sleep(0.002)
-        return n
+    try:
 
-    def gpu(ctx: Any) -> None:
-        report.emit("began", task_id=ctx.task_id, owner=args.owner, at=time.time())
-        while args.gate is not None and not os.path.exists(args.gate):
-            ctx.checkpoint()
-            time.sleep(0.005)
-        time.sleep(0.05)
-        report.emit("ended", task_id=ctx.task_id, owner=args.owner, at=time.time())
+        def append(ctx: Any, n: int) -> int:
+            report.emit("ran", task_id=ctx.task_id, owner=args.owner, n=n)
+            time.sleep(0.002)
+            return n
 
-    def spin(ctx: Any) -> None:
-        report.emit("spinning", task_id=ctx.task_id, owner=args.owner)
-        try:
-            while True:
+        def gpu(ctx: Any) -> None:
+            report.emit("began", task_id=ctx.task_id, owner=args.owner, at=time.time())
+            while args.gate is not None and not os.path.exists(args.gate):
                 ctx.checkpoint()
                 time.sleep(0.005)
-        finally:  # a stop reached the body here (a checkpoint raised)
-            report.emit("unwound", task_id=ctx.task_id, owner=args.owner)
+            time.sleep(0.05)
+            report.emit("ended", task_id=ctx.task_id, owner=args.owner, at=time.time())
 
-    controller.register("append", append)
-    controller.register("gpu", gpu, tags=["gpu"])
-    controller.register("spin", spin)
-    controller.serve()
-    report.emit("ready", owner=args.owner, pid=os.getpid())
-    assert args.hold is not None
-    while not os.path.exists(args.hold):
-        time.sleep(0.02)
-    controller.close(timeout=30)
-    report.emit("closed", owner=args.owner)
-    store.close()
+        def spin(ctx: Any) -> None:
+            report.emit("spinning", task_id=ctx.task_id, owner=args.owner)
+            try:
+                while True:
+                    ctx.checkpoint()
+                    time.sleep(0.005)
+            finally:  # a stop reached the body here (a checkpoint raised)
+                report.emit("unwound", task_id=ctx.task_id, owner=args.owner)
+
+        controller.register("append", append)
+        controller.register("gpu", gpu, tags=["gpu"])
+        controller.register("spin", spin)
+        controller.serve()
+        report.emit("ready", owner=args.owner, pid=os.getpid())
+        assert args.hold is not None
+        while not os.path.exists(args.hold):
+            time.sleep(0.02)
+        controller.close(timeout=30)
+        report.emit("closed", owner=args.owner)
+    finally:
+        close_both(controller, store, timeout=30)
     return 0
 
 

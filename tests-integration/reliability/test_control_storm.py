@@ -36,6 +36,7 @@ from reliability.storm_support import (
     CURRENT,
     GRACEFUL,
     SLOTS,
+    WAIT,
     Bodies,
     ControlDriver,
     control_violations,
@@ -67,8 +68,11 @@ def _storm(tmp_path: Path, seed: int) -> list[str]:
             found.append(f"writes failed: {controller.persist_failures}")
         found.extend(control_violations(controller, store, bodies, drivers))
     finally:
-        CURRENT.clear()
-        store.close()
+        try:
+            controller.close(timeout=WAIT)  # a no-op unless the storm raised before its close
+        finally:
+            CURRENT.clear()
+            store.close()
     TALLY.add(storm_tasks=len(tasks), storm_pauses=sum(len(d.paused) for d in drivers))
     return found
 

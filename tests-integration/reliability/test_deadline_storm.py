@@ -343,8 +343,12 @@ def _storm(tmp_path: Path, seed: int) -> list[str]:
             found.extend(_deadline_violations(run, bodies))
         found.extend(paused_violations(runs, drivers))
     finally:
-        ticker.halt.set()
-        store.close()
+        try:
+            # before the clock halts: a close waits for deadlines that only the clock advances
+            controller.close(timeout=WAIT)  # a no-op unless the storm raised before its close
+        finally:
+            ticker.halt.set()
+            store.close()
     kinds = Counter(
         f"deadline_storm_{r.status.value}_{r.failure.kind.value if r.failure else 'ok'}"
         for run in controller.runs()

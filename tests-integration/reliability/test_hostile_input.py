@@ -19,6 +19,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -211,10 +212,10 @@ def _hold(ctx: Any) -> str:
 
 def _roundtrip(store: TaskStore, reopen: Any) -> int:
     controller = Controller(store=store)
-    controller.register("echo", _echo)
-    controller.register("hold", _hold)
     ids = []
     try:
+        controller.register("echo", _echo)
+        controller.register("hold", _hold)
         for i, value in enumerate(AWKWARD):
             short = value[:64]
             tid = f"rt-{i}-{short}"
@@ -289,11 +290,13 @@ def test_nul_roundtrips_in_the_sqlite_store(tmp_path: Path) -> None:
     assert (snap.task_id, snap.label, snap.tags) == ("id\x00nul", "a\x00b", frozenset({"t\x00"}))
 
 
-def test_nul_through_the_controller_on_sqlite_is_kept_or_refused_at_submit(tmp_path: Path) -> None:
+def test_nul_through_the_controller_on_sqlite_is_kept_or_refused_at_submit(
+    tmp_path: Path, make_controller: Callable[..., Controller]
+) -> None:
     """Never silently lost: either kept exactly, or a ConfigurationError at submit."""
     db = tmp_path / "nul.db"
     with SqliteTaskStore(db) as store:
-        controller = Controller(store=store)
+        controller = make_controller(store=store)
         controller.register("echo", _echo)
         kept = []
         cases: list[dict[str, Any]] = [{"label": "a\x00b"}, {"task_id": "id\x00x"},
@@ -337,8 +340,8 @@ def test_nul_is_refused_at_submit_on_postgres(
     value: Any = {"t\x00"} if field == "tags" else "a\x00b"
     with PostgresTaskStore(postgres_dsn, schema=pg_schema) as store:
         controller = Controller(store=store)
-        controller.register("echo", _echo)
         try:
+            controller.register("echo", _echo)
             with pytest.raises((ConfigurationError, StoreError)):
                 controller.submit("echo", "v", **{field: value}).wait(10)
         finally:
@@ -351,8 +354,8 @@ def test_one_unstorable_task_does_not_block_the_others(postgres_dsn: str, pg_sch
 
     with PostgresTaskStore(postgres_dsn, schema=pg_schema) as store:
         controller = Controller(store=store)
-        controller.register("echo", _echo)
         try:
+            controller.register("echo", _echo)
             with contextlib.suppress(ConfigurationError, StoreError):
                 controller.submit("echo", "v", label="a\x00b").wait(10)
             clean = controller.submit("echo", "clean", task_id="clean")

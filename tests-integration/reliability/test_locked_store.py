@@ -116,10 +116,10 @@ def _short(ctx: Any) -> int:
 def node(tmp_path: Path) -> Iterator[tuple[Controller, CountingStore]]:
     store = CountingStore(tmp_path / "tasks.db", busy_timeout=BUSY_TIMEOUT)
     controller = Controller(store=store, owner="node-a", max_parallel=4)
-    controller.register("short", _short)
-    controller.register("spin", spin)
-    assert controller.submit("short").wait(WAIT).status is S.SUCCEEDED  # the file is warm
     try:
+        controller.register("short", _short)
+        controller.register("spin", spin)
+        assert controller.submit("short").wait(WAIT).status is S.SUCCEEDED  # the file is warm
         yield controller, store
     finally:
         controller.close(timeout=WAIT)

@@ -34,6 +34,7 @@ import pytest
 
 from chongming_core import StoreError, TaskStatus, TaskStore
 from chongming_runtime import Controller, TaskRun
+from chongming_runtime.testing import wait_until
 from chongming_store_sqlite import SqliteTaskStore
 from reliability.reliability_support import TALLY, history_violations, soak
 
@@ -74,16 +75,6 @@ def _controller(store: TaskStore) -> Controller:
     return controller
 
 
-def _wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> float:
-    """Poll `predicate` (bounded); returns the seconds it took."""
-    start = time.monotonic()
-    while time.monotonic() - start < timeout:
-        if predicate():
-            return time.monotonic() - start
-        time.sleep(0.05)
-    raise AssertionError(f"{what} did not happen within {timeout}s")
-
-
 def _truth_violations(reader: TaskStore, runs: list[TaskRun]) -> list[str]:
     """What a fresh reader of the store gets wrong about the runs (empty: it shows the truth)."""
     found: list[str] = []
@@ -122,7 +113,12 @@ def _outage_scenario(
 ) -> tuple[list[TaskRun], float]:
     """Run tasks across an outage; returns the runs and the seconds to convergence."""
     before = [controller.submit("long", 60, task_id=f"long-{i}") for i in range(3)]
-    _wait_until(lambda: all(r.status is TaskStatus.RUNNING for r in before), 10, "tasks running")
+    wait_until(
+        lambda: all(r.status is TaskStatus.RUNNING for r in before),
+        "the tasks to run",
+        timeout=10,
+        interval=0.05,
+    )
     fault_on()
     # generated ids: an explicit id is checked against the store at submit (D24), which
     # cannot answer while it is down (that submit raises StoreError, see below)
@@ -131,12 +127,17 @@ def _outage_scenario(
         controller.submit("boom"),
         controller.submit("long", 300),
     ]
-    _wait_until(lambda: during[2].status is TaskStatus.RUNNING, 10, "a task started in the outage")
+    wait_until(
+        lambda: during[2].status is TaskStatus.RUNNING,
+        "a task started in the outage to run",
+        timeout=10,
+        interval=0.05,
+    )
     assert controller.stop(during[2].task_id, reason="stopped while the store was down")
     runs = before + during
     for run in runs:
         run.wait(30)  # tasks carry on: the outage does not hold them up
-    _wait_until(lambda: bool(controller.persist_failures), 10, "a persist failure")
+    wait_until(lambda: controller.persist_failures, "a persist failure", timeout=10, interval=0.05)
     if readable_during:
         with reader() as fresh:
             assert _truth_violations(fresh, runs), "the fault kept nothing out of the store"
@@ -149,7 +150,9 @@ def _outage_scenario(
         except StoreError:  # the server is still starting
             return False
 
-    took = _wait_until(converged, CONVERGE_WITHIN, "the store catching up")
+    started = time.monotonic()
+    wait_until(converged, "the store to catch up", timeout=CONVERGE_WITHIN, interval=0.05)
+    took = time.monotonic() - started
     assert [r.status for r in runs] == [
         TaskStatus.SUCCEEDED,
         TaskStatus.SUCCEEDED,
@@ -358,7 +361,9 @@ def test_postgres_backends_terminated_mid_run(postgres_dsn: str, pg_schema: str)
             with PostgresTaskStore(postgres_dsn, schema=pg_schema) as fresh:
                 return not _truth_violations(fresh, runs)
 
-        took = _wait_until(converged, CONVERGE_WITHIN, "the store catching up")
+        started = time.monotonic()
+        wait_until(converged, "the store to catch up", timeout=CONVERGE_WITHIN, interval=0.05)
+        took = time.monotonic() - started
         failures = controller.persist_failures
     finally:
         stop_killing.set()

@@ -35,8 +35,7 @@ from typing import Any, ClassVar
 import pytest
 
 from chongming_core import FakeClock, TaskStatus
-from chongming_runtime import Controller, ProcessExecutor, TaskRun, ThreadExecutor
-from chongming_runtime.executors._base import Executor
+from chongming_runtime import Controller, Executor, ProcessExecutor, TaskRun, ThreadExecutor
 from chongming_runtime.persistence._commands import new_command
 from chongming_store_sqlite import SqliteTaskStore
 from reliability import reliability_proc_tasks
@@ -297,7 +296,10 @@ def _storm(tmp_path: Path, case: str, seed: int) -> list[str]:
             found.extend(stored_violations(store, run))
         found.extend(paused_violations(runs, drivers))
     finally:
-        store.close()
+        try:
+            controller.close(timeout=WAIT)  # a no-op unless the storm raised before its close
+        finally:
+            store.close()
     TALLY.add(
         pause_storm_tasks=len(storm.counters),
         pause_storm_confirmed=sum(len(d.paused) for d in drivers),

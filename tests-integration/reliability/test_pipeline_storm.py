@@ -507,7 +507,10 @@ def _storm(tmp_path: Path, seed: int) -> list[str]:
         }
         found.extend(paused_violations(recorded, drivers))
     finally:
-        store.close()
+        try:
+            controller.close(timeout=WAIT)  # a no-op unless the storm raised before its close
+        finally:
+            store.close()
     TALLY.add(
         pipeline_storm_pipelines=len(storm.runs),
         pipeline_storm_nodes=sum(len(p.task_ids) for p in storm.runs),

@@ -242,7 +242,10 @@ def _storm(tmp_path: Path, seed: int) -> list[str]:
         found.extend(storm.problems)
         found.extend(_checks(storm, store, drivers))
     finally:
-        store.close()
+        try:
+            controller.close(timeout=WAIT)  # a no-op unless the storm raised before its close
+        finally:
+            store.close()
     TALLY.add(
         process_storm_tasks=len(storm.counters),
         process_storm_pauses=sum(len(d.paused) for d in drivers),

@@ -159,7 +159,10 @@ def _all_text(exc: BaseException) -> str:
 
 @pytest.mark.postgres
 def test_postgres_password_never_appears(
-    postgres_dsn: str, pg_schema: str, caplog: pytest.LogCaptureFixture
+    postgres_dsn: str,
+    pg_schema: str,
+    caplog: pytest.LogCaptureFixture,
+    make_controller: Callable[..., Controller],
 ) -> None:
     from psycopg import sql
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
@@ -176,7 +179,7 @@ def test_postgres_password_never_appears(
     )
     with PostgresTaskStore(url_pw, schema=pg_schema) as store:
         assert SECRET not in repr(store) + str(store)
-        controller = Controller(store=store)
+        controller = make_controller(store=store)
         assert SECRET not in repr(controller)
         controller.close()
     # failures: a closed port, a missing database, a bad schema name
@@ -250,12 +253,14 @@ def test_dashboard_store_label_has_no_password(
 
 
 @pytest.mark.parametrize("umask", [0o000, 0o022, 0o002])
-def test_sqlite_files_are_private(tmp_path: Path, umask: int) -> None:
+def test_sqlite_files_are_private(
+    tmp_path: Path, umask: int, make_controller: Callable[..., Controller]
+) -> None:
     db = tmp_path / f"tasks-{umask:o}.db"
     old = os.umask(umask)
     try:
         with SqliteTaskStore(db) as store:
-            controller = Controller(store=store)
+            controller = make_controller(store=store)
             controller.register("echo", lambda ctx: "ok")
             controller.submit("echo").wait(10)
             controller.close(timeout=10)

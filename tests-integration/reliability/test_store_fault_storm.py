@@ -53,6 +53,7 @@ from reliability.storm_support import (
     CURRENT,
     GRACEFUL,
     SLOTS,
+    WAIT,
     Bodies,
     ControlDriver,
     control_violations,
@@ -207,8 +208,11 @@ def _storm(tmp_path: Path, seed: int) -> list[str]:
         found.extend(_fault_violations(controller, store))
     finally:
         stop.set()
-        CURRENT.clear()
-        store.close()
+        try:
+            controller.close(timeout=WAIT)  # a no-op unless the storm raised before its close
+        finally:
+            CURRENT.clear()
+            store.close()
     TALLY.add(
         fault_storm_tasks=len(tasks),
         fault_storm_faults=len(store.raised),

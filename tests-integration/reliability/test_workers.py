@@ -23,6 +23,7 @@ import pytest
 
 from chongming_core import BucketPolicy, ClaimRequest, TaskSnapshot, TaskStatus
 from chongming_runtime import Controller, Job
+from chongming_runtime.testing import wait_until
 from reliability.reliability_support import (
     Children,
     Target,
@@ -90,12 +91,20 @@ def keys_in(buckets: range, count: int) -> list[str]:
 
 
 def wait_running(feeder: Controller, task_ids: list[str]) -> None:
-    """Until every task of `task_ids` is ``running`` in the store (bounded by WAIT)."""
-    deadline = time.monotonic() + WAIT
-    for task_id in task_ids:
-        while feeder.get(task_id).status is not S.RUNNING:  # type: ignore[union-attr]
-            assert time.monotonic() < deadline, f"{task_id} never ran"
-            time.sleep(0.01)
+    """Until every task of `task_ids` is ``running`` in the store (bounded by WAIT).
+
+    Each is a ``spin`` task, which runs until it is stopped: once running, it stays so."""
+
+    def running(task_id: str) -> bool:
+        snapshot = feeder.get(task_id)
+        return snapshot is not None and snapshot.status is S.RUNNING
+
+    wait_until(
+        lambda: all(running(task_id) for task_id in task_ids),
+        f"{task_ids} to be running",
+        timeout=WAIT,
+        interval=0.01,
+    )
 
 
 @pytest.mark.parametrize("split", ["same buckets", "disjoint buckets"])
@@ -216,10 +225,7 @@ def test_a_fleet_limit_holds_across_three_worker_processes(
         return [line for report in reports for line in read_report(report)
                 if line["event"] == "began"]  # fmt: skip
 
-    deadline = time.monotonic() + WAIT
-    while len(began()) < 2:
-        assert time.monotonic() < deadline, "no two gpu tasks ran"
-        time.sleep(0.01)
+    wait_until(lambda: len(began()) >= 2, "two gpu tasks to begin", timeout=WAIT, interval=0.01)
     time.sleep(0.5)  # three workers poll every 20 ms: a third claim would show by now
     first = began()
     assert len(first) == 2, f"{len(first)} gpu tasks began while the fleet limit is 2"
