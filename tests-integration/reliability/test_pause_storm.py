@@ -28,15 +28,15 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
 import pytest
 
-from chongming_core import FakeClock, TaskStatus
+from chongming_core import Command, FakeClock, TaskStatus
 from chongming_runtime import Controller, Executor, ProcessExecutor, TaskRun, ThreadExecutor
-from chongming_runtime.persistence._commands import new_command
 from chongming_store_sqlite import SqliteTaskStore
 from reliability import reliability_proc_tasks
 from reliability.reliability_support import TALLY, seeds
@@ -106,11 +106,12 @@ class PauseStorm:
         store = self.controller.store
         for action in actions:
             store.submit_command(
-                new_command(
+                Command(
+                    command_id=uuid.uuid4().hex,
                     task_id=task_id,
                     action=action,
                     issued_by="storm-console",
-                    clock=self.stamps,
+                    issued_at=self.stamps.now(),
                     reason="storm" if action == "stop" else None,
                 )
             )
