@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -108,21 +107,21 @@ def _wait_for(
     db: Path, task_id: str, status: str, *, progress: bool = False, timeout: float = 30
 ) -> None:
     """Poll the store until `task_id` is `status` (and, with `progress`, has reported some)."""
+    from chongming_runtime.testing import wait_until
     from chongming_store_sqlite import SqliteTaskStore
 
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if db.exists():
-            with SqliteTaskStore(db) as store:
-                snap = store.get(task_id)
-            if (
-                snap is not None
-                and snap.status.value == status
-                and (not progress or snap.progress is not None)
-            ):
-                return
-        time.sleep(0.05)
-    raise TimeoutError(f"{task_id} never became {status}")
+    def reached() -> bool:
+        if not db.exists():
+            return False
+        with SqliteTaskStore(db) as store:
+            snap = store.get(task_id)
+        return (
+            snap is not None
+            and snap.status.value == status
+            and (not progress or snap.progress is not None)
+        )
+
+    wait_until(reached, f"{task_id} to become {status}", timeout=timeout, interval=0.05)
 
 
 def generate() -> str:

@@ -30,6 +30,7 @@ WORKER_TASKS = textwrap.dedent(
     from typing import Any
 
     from chongming_core import task
+    from chongming_runtime.testing import spin as _spin
 
 
     @task
@@ -46,9 +47,7 @@ WORKER_TASKS = textwrap.dedent(
     @task
     def spin(ctx: Any) -> None:
         """Loops until stopped (a stop ends it stopped)."""
-        while True:
-            ctx.checkpoint()
-            time.sleep(0.01)
+        _spin(ctx)
 
 
     @task

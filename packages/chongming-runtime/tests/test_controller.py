@@ -424,7 +424,9 @@ def test_a_late_paused_event_neither_frees_the_slot_of_a_restarted_run_nor_unque
     assert _statuses(b) == [S.QUEUED, S.PAUSED, S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
 
 
-def test_a_late_paused_event_does_not_take_a_requeued_run_out_of_the_queue() -> None:
+def test_a_late_paused_event_does_not_take_a_requeued_run_out_of_the_queue(
+    closer: Closer,
+) -> None:
     slow = _HoldsPaused()
 
     class SlowToHear(Controller):
@@ -434,7 +436,7 @@ def test_a_late_paused_event_does_not_take_a_requeued_run_out_of_the_queue() -> 
             slow.on_transition(run, transition, snapshot)
             super().on_transition(run, transition, snapshot)
 
-    controller = SlowToHear(max_parallel=1, graceful_stop=2.0)
+    controller = closer.add(SlowToHear(max_parallel=1, graceful_stop=2.0))
     gate = threading.Event()
     controller.register("t", lambda ctx, name: gate.wait(WAIT) and name)
     a = controller.submit("t", "A", task_id="A")
@@ -948,8 +950,8 @@ def _one(ctx: Any) -> int:
     return 1
 
 
-def test_a_task_stopped_before_submit_started_it_is_returned_stopped() -> None:
-    controller = StoppedWhileMade(max_parallel=1)
+def test_a_task_stopped_before_submit_started_it_is_returned_stopped(closer: Closer) -> None:
+    controller = closer.add(StoppedWhileMade(max_parallel=1))
     controller.register("job", _one)
     run = controller.submit("job")  # it raised "already stopped; it cannot be started"
     outcome = run.wait(WAIT)
@@ -959,8 +961,8 @@ def test_a_task_stopped_before_submit_started_it_is_returned_stopped() -> None:
     controller.close()
 
 
-def test_a_retry_stopped_before_it_started_is_returned_stopped() -> None:
-    controller = StoppedWhileMade(max_parallel=1)
+def test_a_retry_stopped_before_it_started_is_returned_stopped(closer: Closer) -> None:
+    controller = closer.add(StoppedWhileMade(max_parallel=1))
     controller.register("job", _one)
     assert controller.submit("job", task_id="t").wait(WAIT).status is S.STOPPED
     again = controller.retry("t")  # it raised "already stopped; it cannot be started"

@@ -27,7 +27,7 @@ from chongming_runtime.controller._controller import Controller
 from chongming_runtime.persistence._commands import new_command
 from chongming_runtime.pipeline._coordinator import PipelineCoordinator, PipelineRun
 from chongming_runtime.pipeline._definition import Pipeline
-from chongming_runtime.testing import checkpoint_until, wait_until
+from chongming_runtime.testing import Closer, checkpoint_until, wait_until
 
 S = TaskStatus
 WAIT = 10.0
@@ -222,7 +222,9 @@ def test_invalid_pipelines_are_refused_before_anything_runs(controller: Controll
     assert controller.stats().total == 0
 
 
-def test_a_node_is_released_only_once_every_upstream_end_is_durable() -> None:
+def test_a_node_is_released_only_once_every_upstream_end_is_durable(
+    make_controller: Callable[..., Controller],
+) -> None:
     held = threading.Event()
     release = threading.Event()
 
@@ -236,7 +238,7 @@ def test_a_node_is_released_only_once_every_upstream_end_is_durable() -> None:
             return super().save_many(writes, *args, **kwargs)
 
     store = SlowToWrite()
-    controller = Controller(max_parallel=4, graceful_stop=2.0, store=store)
+    controller = make_controller(max_parallel=4, graceful_stop=2.0, store=store)
     a_may_end = threading.Event()
     b_may_end = threading.Event()  # b ends once the submission returned: off this thread
     prun = _submit_join(controller, "durable-order", a_waits_for=a_may_end, b_waits_for=b_may_end)
@@ -256,7 +258,9 @@ def test_a_node_is_released_only_once_every_upstream_end_is_durable() -> None:
     controller.close(timeout=WAIT)
 
 
-def test_a_node_stopped_between_its_release_and_its_start_does_not_hold_back_its_siblings() -> None:
+def test_a_node_stopped_between_its_release_and_its_start_does_not_hold_back_its_siblings(
+    closer: Closer,
+) -> None:
     class StopsInBetween(Controller):
         def _make_run(self, *args: Any, **kwargs: Any) -> Any:
             run = super()._make_run(*args, **kwargs)
@@ -264,7 +268,9 @@ def test_a_node_stopped_between_its_release_and_its_start_does_not_hold_back_its
                 self.stop(run.task_id, reason="operator")
             return run
 
-    controller = StopsInBetween(max_parallel=4, graceful_stop=2.0, store=InMemoryTaskStore())
+    controller = closer.add(
+        StopsInBetween(max_parallel=4, graceful_stop=2.0, store=InMemoryTaskStore())
+    )
     for name in ("u", "d1", "d2"):
         controller.register(name, lambda ctx, name=name: name)
     pipeline = Pipeline("race")

@@ -4,26 +4,23 @@ from __future__ import annotations
 
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
 
 from chongming_core import (
-    ConcurrencyConflict,
     ConfigurationError,
     FailureKind,
     FakeClock,
     InMemoryTaskStore,
-    SnapshotWrite,
     StateMachine,
-    StoreError,
     TaskStatus,
-    TouchUpdate,
 )
 from chongming_runtime.controller._controller import Controller
 from chongming_runtime.testing import Closer, wait_until
+from store_helpers import FlakyStore
 
 S = TaskStatus
 WAIT = 10.0
@@ -119,7 +116,7 @@ def test_forged_commands_are_rejected_and_recorded(controllers: Callable[..., Co
 
 
 def test_owned_buckets_refuse_foreign_submits_and_poll_from_the_start(
-    controllers: Callable[..., Controller],
+    controllers: Callable[..., Controller], make_controller: Callable[..., Controller]
 ) -> None:
     store = InMemoryTaskStore()
     node = controllers(store=store, owner="node-a", num_buckets=64, owned_buckets=range(16))
@@ -136,7 +133,7 @@ def test_owned_buckets_refuse_foreign_submits_and_poll_from_the_start(
     with pytest.raises(ConfigurationError, match="bucket_key is required"):
         node.submit("sync")
     with pytest.raises(ConfigurationError, match="out of range"):
-        Controller(num_buckets=8, owned_buckets=[9])
+        make_controller(num_buckets=8, owned_buckets=[9])
     everything = controllers(num_buckets=4, owned_buckets=range(4))
     assert everything.owns_all_buckets
     everything.register("sync", lambda ctx: 7)
@@ -346,7 +343,9 @@ def test_a_lease_the_touch_timer_cannot_renew_in_time_is_refused(
     lease_ttl: float, touch_interval: float, make_controller: Callable[..., Controller]
 ) -> None:
     with pytest.raises(ConfigurationError, match="at least 3 x touch_interval"):
-        Controller(store=InMemoryTaskStore(), lease_ttl=lease_ttl, touch_interval=touch_interval)
+        make_controller(
+            store=InMemoryTaskStore(), lease_ttl=lease_ttl, touch_interval=touch_interval
+        )
     make_controller(
         store=InMemoryTaskStore(), lease_ttl=3 * touch_interval, touch_interval=touch_interval
     )
@@ -378,30 +377,16 @@ def test_any_lease_ttl_alone_is_accepted_and_its_lease_renewed_in_time(
         assert console.reconcile(dry_run=True).lost == ()
 
 
-def test_a_touch_interval_given_too_long_says_why_and_what_would_do() -> None:
+def test_a_touch_interval_given_too_long_says_why_and_what_would_do(
+    make_controller: Callable[..., Controller],
+) -> None:
     with pytest.raises(ConfigurationError) as caught:
-        Controller(store=InMemoryTaskStore(), lease_ttl=1, touch_interval=1)
+        make_controller(store=InMemoryTaskStore(), lease_ttl=1, touch_interval=1)
     message = str(caught.value)
     assert "lease_ttl (1 s) must be at least 3 x touch_interval (1 s)" in message
     assert "renewed on the touch timer" in message
     assert "at most 0.333333 s" in message
     assert "leave touch_interval out" in message
-
-
-class FlakyStore(InMemoryTaskStore):
-    def __init__(self) -> None:
-        super().__init__()
-        self.down = False
-
-    def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
-        if self.down:
-            raise StoreError("database is unreachable (simulated)")
-        return super().save_many(writes)
-
-    def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
-        if self.down:
-            raise StoreError("database is unreachable (simulated)")
-        return super().touch_many(updates)
 
 
 def test_a_failing_store_never_fails_a_task_and_catches_up(

@@ -19,7 +19,7 @@ from chongming_core import (
     Timeout,
 )
 from chongming_runtime import InlineExecutor, TaskContext, TaskRun
-from chongming_runtime.testing import wait_until
+from chongming_runtime.testing import spin, wait_until
 from run_helpers import path, st, stop_flag, timeout_kind
 
 S = TaskStatus
@@ -28,9 +28,7 @@ S = TaskStatus
 def looping(entered: threading.Event) -> Callable[[TaskContext], None]:
     def body(ctx: TaskContext) -> None:
         entered.set()
-        while True:
-            ctx.checkpoint()
-            time.sleep(0.001)  # a slice of work
+        spin(ctx)  # a slice of work at a time, a checkpoint between slices
 
     return body
 
@@ -212,9 +210,7 @@ def test_a_pause_that_joins_a_longer_one_returns_within_its_own_window() -> None
     def body(ctx: TaskContext) -> None:
         entered.set()
         release.wait(30)  # busy, no checkpoint, until the test lets it reach one
-        while True:
-            ctx.checkpoint()
-            time.sleep(0.001)
+        spin(ctx)
 
     run = TaskRun(body)
     run.start()

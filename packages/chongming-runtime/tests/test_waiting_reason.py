@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 
 from chongming_core import FakeClock, InMemoryTaskStore, TaskSnapshot, TaskStatus, WorkerRecord
@@ -222,45 +223,43 @@ def test_a_controller_counts_the_tasks_holding_a_fleet_slot() -> None:
         console.close()
 
 
-def test_a_serving_controller_counts_the_registered_tags_of_untagged_tasks() -> None:
+def test_a_serving_controller_counts_the_registered_tags_of_untagged_tasks(
+    make_controller: Callable[..., Controller],
+) -> None:
     """End to end in one store: a worker registers ``render`` with tag ``gpu`` under a
     fleet limit of one, and its row says so; a console's reason for an untagged task then
     names the limit once the one slot is held."""
     store = InMemoryTaskStore()
-    console = Controller(store=store, owner="console", clock=FakeClock(NOW))
-    worker = Controller(store=store, owner="w1", clock=FakeClock(NOW), fleet_limits={"gpu": 1})
-    try:
-        worker.register("render", lambda ctx: None, tags=["gpu"])
-        worker.serve()
-        worker.stop_serving()  # the row stays, expired: make it live again, as if serving
-        (row,) = store.workers()
-        assert row.capacity["registered_tags"] == {"render": ["gpu"]}
-        store.register_worker(
-            WorkerRecord(
-                owner=row.owner, host=row.host, pid=row.pid, buckets=row.buckets,
-                names=row.names, capacity=row.capacity, started_at=row.started_at,
-                last_seen=NOW, lease_until=NOW + timedelta(seconds=30),
-            )
-        )  # fmt: skip
-        waiting = console.enqueue("render")
-        snapshot = store.get(waiting)
-        assert snapshot is not None
-        assert not snapshot.tags
-        assert console.waiting_reasons([snapshot]) == {}  # no slot is held: it can run
-        started = NOW - timedelta(minutes=1)
-        store.create(
-            TaskSnapshot(
-                task_id="h1", name="render", status=TaskStatus.RUNNING, status_version=2,
-                attempt=1, tags=frozenset({"gpu"}), durable=True, created_at=started,
-                updated_at=started, started_at=started,
-            )
-        )  # fmt: skip
-        assert console.waiting_reasons([snapshot]) == {
-            waiting: "fleet limit 'gpu' is full (1 of 1 held)"
-        }
-    finally:
-        worker.close()
-        console.close()
+    console = make_controller(store=store, owner="console", clock=FakeClock(NOW))
+    worker = make_controller(store=store, owner="w1", clock=FakeClock(NOW), fleet_limits={"gpu": 1})
+    worker.register("render", lambda ctx: None, tags=["gpu"])
+    worker.serve()
+    worker.stop_serving()  # the row stays, expired: make it live again, as if serving
+    (row,) = store.workers()
+    assert row.capacity["registered_tags"] == {"render": ["gpu"]}
+    store.register_worker(
+        WorkerRecord(
+            owner=row.owner, host=row.host, pid=row.pid, buckets=row.buckets,
+            names=row.names, capacity=row.capacity, started_at=row.started_at,
+            last_seen=NOW, lease_until=NOW + timedelta(seconds=30),
+        )
+    )  # fmt: skip
+    waiting = console.enqueue("render")
+    snapshot = store.get(waiting)
+    assert snapshot is not None
+    assert not snapshot.tags
+    assert console.waiting_reasons([snapshot]) == {}  # no slot is held: it can run
+    started = NOW - timedelta(minutes=1)
+    store.create(
+        TaskSnapshot(
+            task_id="h1", name="render", status=TaskStatus.RUNNING, status_version=2,
+            attempt=1, tags=frozenset({"gpu"}), durable=True, created_at=started,
+            updated_at=started, started_at=started,
+        )
+    )  # fmt: skip
+    assert console.waiting_reasons([snapshot]) == {
+        waiting: "fleet limit 'gpu' is full (1 of 1 held)"
+    }
 
 
 def test_active_by_worker_counts_the_tasks_active_under_each_workers_lease() -> None:

@@ -31,24 +31,7 @@ from chongming_runtime.persistence._writer import (
     TOUCH_BATCH,
     StoreWriter,
 )
-
-
-class FlakyStore(InMemoryTaskStore):
-    """An in-memory store that fails while `down` is set."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.down = False
-
-    def save_many(self, writes: Sequence[SnapshotWrite]) -> list[ConcurrencyConflict]:
-        if self.down:
-            raise StoreError("store unavailable (simulated outage)")
-        return super().save_many(writes)
-
-    def touch_many(self, updates: Sequence[TouchUpdate]) -> int:
-        if self.down:
-            raise StoreError("store unavailable (simulated outage)")
-        return super().touch_many(updates)
+from store_helpers import FlakyStore
 
 
 def _trajectory(writer: StoreWriter, machine: StateMachine) -> None:

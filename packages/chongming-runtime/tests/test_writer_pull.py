@@ -294,7 +294,9 @@ def test_a_puller_that_raises_is_logged_and_the_run_goes_on(caplog: Any) -> None
     assert "a puller's bug" in caplog.text
 
 
-def test_a_claimed_start_queues_no_pull(monkeypatch: Any) -> None:
+def test_a_claimed_start_queues_no_pull(
+    monkeypatch: Any, make_controller: Callable[..., Controller]
+) -> None:
     """The claim wrote the task's `starting` (D165): telling it to the controller has its
     writer take nothing, so no pull is queued for it (nor the writer woken)."""
     pulled: list[TaskStatus] = []
@@ -306,19 +308,15 @@ def test_a_claimed_start_queues_no_pull(monkeypatch: Any) -> None:
 
     monkeypatch.setattr(StoreWriter, "record_run", record_run)
     store = InMemoryTaskStore()
-    feeder = Controller(store=store, owner="web")
-    worker = Controller(store=store, owner="w1", max_parallel=1)
-    try:
-        gate = threading.Event()
-        worker.register("held", lambda ctx: gate.wait(10))
-        task_id = feeder.enqueue("held")
-        pulled.clear()  # the feeder's own writes
-        worker.serve()
-        wait_until(lambda: getattr(store.get(task_id), "status", None) is S.RUNNING)
-        assert S.STARTING not in pulled  # the claimed start: nothing to take
-        gate.set()
-        assert feeder.wait(task_id, timeout=10).status is S.SUCCEEDED
-        assert _trail(store, task_id) == [S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]
-    finally:
-        worker.close()
-        feeder.close()
+    feeder = make_controller(store=store, owner="web")
+    worker = make_controller(store=store, owner="w1", max_parallel=1)
+    gate = threading.Event()
+    worker.register("held", lambda ctx: gate.wait(10))
+    task_id = feeder.enqueue("held")
+    pulled.clear()  # the feeder's own writes
+    worker.serve()
+    wait_until(lambda: getattr(store.get(task_id), "status", None) is S.RUNNING)
+    assert S.STARTING not in pulled  # the claimed start: nothing to take
+    gate.set()
+    assert feeder.wait(task_id, timeout=10).status is S.SUCCEEDED
+    assert _trail(store, task_id) == [S.QUEUED, S.STARTING, S.RUNNING, S.SUCCEEDED]

@@ -28,6 +28,7 @@ from chongming_core import (
     TaskStatus,
 )
 from chongming_core.backend import holds_fleet_slot
+from chongming_runtime.testing import wait_until
 from chongming_store_contract import BASE_TIME, build_task, build_versions, next_version
 from chongming_store_postgres import PostgresTaskStore
 
@@ -36,11 +37,9 @@ _GO_TIMEOUT = 30.0
 
 def _wait_for(go_file: str, name: str) -> None:
     open(f"{go_file}.ready-{name}", "w").close()  # imported and about to wait
-    deadline = time.monotonic() + _GO_TIMEOUT
-    while not os.path.exists(go_file):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{go_file} did not appear within {_GO_TIMEOUT} s")
-        time.sleep(0.005)
+    wait_until(
+        lambda: os.path.exists(go_file), f"{go_file} to appear", timeout=_GO_TIMEOUT, interval=0.005
+    )
 
 
 def cas(store: PostgresTaskStore, name: str, task_id: str, final: int) -> dict[str, Any]:
@@ -76,11 +75,12 @@ def _barrier(go_file: str, phase: int, name: str, parties: int) -> None:
     open(f"{go_file}.done-{phase}-{name}", "w").close()
     prefix = f"{os.path.basename(go_file)}.done-{phase}-"
     directory = os.path.dirname(go_file)
-    deadline = time.monotonic() + _GO_TIMEOUT
-    while sum(f.startswith(prefix) for f in os.listdir(directory)) < parties:
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"the other workers did not finish phase {phase}")
-        time.sleep(0.005)
+    wait_until(
+        lambda: sum(f.startswith(prefix) for f in os.listdir(directory)) >= parties,
+        f"the other workers to finish phase {phase}",
+        timeout=_GO_TIMEOUT,
+        interval=0.005,
+    )
 
 
 def claim(

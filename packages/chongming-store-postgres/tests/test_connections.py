@@ -11,6 +11,7 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import psycopg
@@ -26,6 +27,7 @@ from chongming_core import (
     TaskQuery,
     TaskStatus,
 )
+from chongming_runtime.testing import wait_until as shared_wait_until
 from chongming_store_contract import BASE_TIME, build_command, build_task, next_version
 from chongming_store_postgres import PostgresTaskStore
 from chongming_store_postgres import _writes as writes_module
@@ -41,13 +43,8 @@ def with_params(dsn: str, **changes: object) -> str:
     return make_conninfo("", **{k: v for k, v in params.items() if v is not None})
 
 
-def wait_until(condition: Callable[[], bool], timeout: float = 10.0, what: str = "") -> None:
-    """Poll `condition` until it holds; fail after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}")
-        time.sleep(0.02)
+#: `wait_until` polling the server every 20 ms (its conditions are queries)
+wait_until = partial(shared_wait_until, interval=0.02)
 
 
 class Proxy:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
 from datetime import timedelta
 from typing import Any
 
 from chongming_core import ConcurrencyConflict, FakeClock, StateMachine, StoreError, TaskStatus
+from chongming_runtime.testing import wait_until
 from chongming_store_contract import BASE_TIME, build_versions
 from chongming_store_sqlite import SqliteTaskStore
 
@@ -28,11 +28,7 @@ _GO_TIMEOUT = 30.0
 def _wait_for(go_file: str, name: str) -> None:
     with open(f"{go_file}.{name}.ready", "w"):
         pass  # tells the parent this worker is loaded and waiting
-    deadline = time.monotonic() + _GO_TIMEOUT
-    while not os.path.exists(go_file):
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{go_file} did not appear within {_GO_TIMEOUT} s")
-        time.sleep(0.002)
+    wait_until(lambda: os.path.exists(go_file), f"{go_file} to appear", timeout=_GO_TIMEOUT)
 
 
 def compare_and_set(store: SqliteTaskStore, name: str, task_id: str, final: int) -> dict[str, Any]:

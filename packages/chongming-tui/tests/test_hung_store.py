@@ -11,7 +11,7 @@ from typing import Any
 from textual.pilot import Pilot
 
 from chongming_core import FakeClock, TaskQuery, TaskStatus
-from chongming_runtime import Controller
+from chongming_runtime.testing import Closer
 from chongming_store_sqlite import SqliteTaskStore
 from chongming_tui import DashboardApp
 from chongming_tui.testing import drive, wait_for
@@ -36,10 +36,10 @@ class HangingStore(SqliteTaskStore):
 
 
 def test_quit_does_not_wait_for_a_store_call_that_hangs(
-    tmp_path: Path, make_app: Callable[..., DashboardApp]
+    tmp_path: Path, make_app: Callable[..., DashboardApp], closer: Closer
 ) -> None:
-    store = HangingStore(tmp_path / "tasks.db")
-    controller = Controller(store=store, owner="console-1", clock=FakeClock())
+    store = closer.add(HangingStore(tmp_path / "tasks.db"))
+    controller = closer.controller(store=store, owner="console-1", clock=FakeClock())
     app = make_app(controller)
 
     async def scenario(pilot: Pilot[int]) -> None:

@@ -11,6 +11,7 @@ from textual.pilot import Pilot
 
 from chongming_core import TaskSnapshot, TaskStatus, WorkerRecord
 from chongming_runtime import Controller
+from chongming_runtime.testing import Closer
 from chongming_store_sqlite import SqliteTaskStore
 from chongming_tui import DashboardApp
 from chongming_tui.components.nodes import NodesScreen, capacity_text
@@ -48,11 +49,11 @@ def test_capacity_text() -> None:
     assert capacity_text({}) == "-"
 
 
-def _console(tmp_path: Path) -> Controller:
+def _console(tmp_path: Path, closer: Closer) -> Controller:
     """A console's controller on a store with a live and an expired worker row, and a
-    durable task ``orphan-1`` whose name neither serves."""
-    store = SqliteTaskStore(tmp_path / "t.db")
-    controller = Controller(store=store, owner="console-1")
+    durable task ``orphan-1`` whose name neither serves (both closed by `closer`)."""
+    store = closer.add(SqliteTaskStore(tmp_path / "t.db"))
+    controller = closer.controller(store=store, owner="console-1")
     now = controller.clock.now()
     store.register_worker(_row("worker-a", now, live=True))
     store.register_worker(_row("worker-b", now, live=False))
@@ -60,8 +61,8 @@ def _console(tmp_path: Path) -> Controller:
     return controller
 
 
-def test_the_nodes_view_and_the_waiting_reason(tmp_path: Path) -> None:
-    controller = _console(tmp_path)
+def test_the_nodes_view_and_the_waiting_reason(tmp_path: Path, closer: Closer) -> None:
+    controller = _console(tmp_path, closer)
     task_id = "orphan-1"
     now = controller.clock.now()
     controller.store.create(  # a task worker-a runs: the view counts it active there
@@ -71,70 +72,66 @@ def test_the_nodes_view_and_the_waiting_reason(tmp_path: Path) -> None:
             lease_owner="worker-a", lease_until=now + timedelta(seconds=30),
         )
     )  # fmt: skip
-    try:
-        app = DashboardApp(
-            controller,
-            store_label="t.db",
-            refresh_interval=None,
-            cursor_blink=False,
-            waiting_reason=_reason,
+    app = DashboardApp(
+        controller,
+        store_label="t.db",
+        refresh_interval=None,
+        cursor_blink=False,
+        waiting_reason=_reason,
+    )
+
+    async def scenario(pilot: Pilot[int]) -> None:
+        assert app.latest is not None
+        assert app.latest.waiting == {task_id: "no worker serves 'orphan'"}
+        assert app.latest.active == {"worker-a": 1, "worker-b": 0}
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, NodesScreen), "the nodes view")
+        await pilot.pause(0.05)
+        text = "\n".join(screen_text(app))
+        assert "workers: 1 live, 1 expired" in text
+        assert "ACTIVE" in text
+        for shown in ("worker-a", "worker-b", "节点-host", "resize, 报表", "max_parallel=4",
+                      "fleet:gpu=2", "[0, 1, ..., 3]", "expired", "live"):  # fmt: skip
+            assert shown in text, shown
+        await pilot.press("escape")
+        app.open_detail(task_id)
+        await wait_for(
+            pilot,
+            lambda: any("no worker serves 'orphan'" in line for line in screen_text(app)),
+            "the waiting reason in the detail",
         )
 
-        async def scenario(pilot: Pilot[int]) -> None:
-            assert app.latest is not None
-            assert app.latest.waiting == {task_id: "no worker serves 'orphan'"}
-            assert app.latest.active == {"worker-a": 1, "worker-b": 0}
-            await pilot.press("w")
-            await wait_for(pilot, lambda: isinstance(app.screen, NodesScreen), "the nodes view")
-            await pilot.pause(0.05)
-            text = "\n".join(screen_text(app))
-            assert "workers: 1 live, 1 expired" in text
-            assert "ACTIVE" in text
-            for shown in ("worker-a", "worker-b", "节点-host", "resize, 报表", "max_parallel=4",
-                          "fleet:gpu=2", "[0, 1, ..., 3]", "expired", "live"):  # fmt: skip
-                assert shown in text, shown
-            await pilot.press("escape")
-            app.open_detail(task_id)
-            await wait_for(
-                pilot,
-                lambda: any("no worker serves 'orphan'" in line for line in screen_text(app)),
-                "the waiting reason in the detail",
-            )
-
-        drive(app, scenario)
-    finally:
-        controller.close(close_store=True)
+    drive(app, scenario)
 
 
 def test_an_80_column_terminal_shows_which_workers_are_live_and_the_runtime_reason(
-    tmp_path: Path,
+    tmp_path: Path, closer: Closer
 ) -> None:
-    controller = _console(tmp_path)
+    controller = _console(tmp_path, closer)
     task_id = "orphan-1"
-    try:
-        # no waiting_reason given: the runtime's own says why the task waits
-        app = DashboardApp(controller, store_label="t.db", refresh_interval=None,
-                           cursor_blink=False)  # fmt: skip
+    # no waiting_reason given: the runtime's own says why the task waits
+    app = DashboardApp(controller, store_label="t.db", refresh_interval=None,
+                       cursor_blink=False)  # fmt: skip
 
-        async def scenario(pilot: Pilot[int]) -> None:
-            assert app.latest is not None
-            assert app.latest.waiting == {task_id: "no worker serves 'orphan'"}
-            await pilot.press("w")
-            await wait_for(pilot, lambda: isinstance(app.screen, NodesScreen), "the nodes view")
-            await pilot.pause(0.05)
-            rows = {line.split()[0]: line for line in screen_text(app) if "worker-" in line}
-            assert "live" in rows["worker-a"].split(), rows
-            assert "expired" in rows["worker-b"].split(), rows
-            assert all("ago" in line for line in rows.values()), rows
+    async def scenario(pilot: Pilot[int]) -> None:
+        assert app.latest is not None
+        assert app.latest.waiting == {task_id: "no worker serves 'orphan'"}
+        await pilot.press("w")
+        await wait_for(pilot, lambda: isinstance(app.screen, NodesScreen), "the nodes view")
+        await pilot.pause(0.05)
+        rows = {line.split()[0]: line for line in screen_text(app) if "worker-" in line}
+        assert "live" in rows["worker-a"].split(), rows
+        assert "expired" in rows["worker-b"].split(), rows
+        assert all("ago" in line for line in rows.values()), rows
 
-        drive(app, scenario, size=(80, 24))
-    finally:
-        controller.close(close_store=True)
+    drive(app, scenario, size=(80, 24))
 
 
-def test_the_dashboard_says_a_full_fleet_limit_holds_a_task_back(tmp_path: Path) -> None:
-    store = SqliteTaskStore(tmp_path / "t.db")
-    controller = Controller(store=store, owner="console-1")
+def test_the_dashboard_says_a_full_fleet_limit_holds_a_task_back(
+    tmp_path: Path, closer: Closer
+) -> None:
+    store = closer.add(SqliteTaskStore(tmp_path / "t.db"))
+    controller = closer.controller(store=store, owner="console-1")
     now = controller.clock.now()
     row = _row("worker-a", now, live=True)
     store.register_worker(
@@ -154,14 +151,11 @@ def test_the_dashboard_says_a_full_fleet_limit_holds_a_task_back(tmp_path: Path)
                       lease_until=now + timedelta(seconds=30)),
         expect_version=queued.status_version,
     )  # fmt: skip
-    try:
-        app = DashboardApp(controller, store_label="t.db", refresh_interval=None,
-                           cursor_blink=False)  # fmt: skip
+    app = DashboardApp(controller, store_label="t.db", refresh_interval=None,
+                       cursor_blink=False)  # fmt: skip
 
-        async def scenario(pilot: Pilot[int]) -> None:
-            assert app.latest is not None
-            assert app.latest.waiting == {waiting: "fleet limit 'gpu' is full (1 of 1 held)"}
+    async def scenario(pilot: Pilot[int]) -> None:
+        assert app.latest is not None
+        assert app.latest.waiting == {waiting: "fleet limit 'gpu' is full (1 of 1 held)"}
 
-        drive(app, scenario, size=(80, 24))
-    finally:
-        controller.close(close_store=True)
+    drive(app, scenario, size=(80, 24))

@@ -39,9 +39,12 @@ def pg_store(
 
 
 def test_the_dashboard_reads_and_controls_a_postgres_store(
-    pg_store: PostgresTaskStore, clock: FakeClock, make_app: Callable[..., DashboardApp]
+    pg_store: PostgresTaskStore,
+    clock: FakeClock,
+    make_app: Callable[..., DashboardApp],
+    make_controller: Callable[..., Controller],
 ) -> None:
-    console = Controller(store=pg_store, owner="console-1", clock=clock)
+    console = make_controller(store=pg_store, owner="console-1", clock=clock)
     label = redact_dsn("postgresql://ops:s3cret@db.internal:5432/tasks")
     app = make_app(console)
     app.store_label = label
@@ -61,9 +64,7 @@ def test_the_dashboard_reads_and_controls_a_postgres_store(
         await pilot.press("enter", "y")
         await wait_for(pilot, lambda: bool(pg_store.commands(task_id="etl-001")), "the command")
 
-    try:
-        drive(app, scenario)
-    finally:
-        console.close(timeout=10)
+    drive(app, scenario)
+    console.close(timeout=10)
     [command] = pg_store.commands(task_id="etl-001")
     assert (command.action, command.reason) == ("stop", "发布窗口")
