@@ -114,3 +114,93 @@ def test_the_makefile_finds_a_python_of_at_least_3_11(tmp_path: Path) -> None:
     assert _make_python(tmp_path).stdout.strip() == "python3.11"  # the first one wins
     chosen = _make_python(tmp_path, UV_PYTHON="/opt/py/bin/python3")
     assert chosen.stdout.strip() == "/opt/py/bin/python3"
+
+
+#: Private modules that code outside their distribution still imports, each for a reason
+#: no public name serves: a fault injected where the store opens its connection, the
+#: internals a stress test or a benchmark measures, a store of an old schema built byte
+#: for byte. Anything else uses public names (a distribution's own tests may use its
+#: private modules freely).
+PRIVATE_IMPORTS_ALLOWED = {
+    (
+        "packages/chongming-cli/tests/test_no_create.py",
+        "chongming_store_sqlite._schema",
+    ): "builds a store of schema 1 to see the console refuse to migrate it",
+    (
+        "tests-integration/reliability/test_outage.py",
+        "chongming_store_sqlite._store",
+    ): "replaces the connection the store opens with a faulty one",
+    (
+        "tests-integration/reliability/test_unstorable_values.py",
+        "chongming_store_sqlite._opening",
+    ): "wraps the connection the store opens to lower SQLite's length limit",
+    (
+        "tests-integration/reliability/test_unstorable_values.py",
+        "chongming_store_contract._checks",
+    ): "compares JSON as every store must hand it back",
+    (
+        "tests-integration/reliability/test_pipeline_storm.py",
+        "chongming_runtime.pipeline._definition",
+    ): "checks each node's release against the pure join decision",
+    (
+        "benchmarks/bench_runtime.py",
+        "chongming_runtime.body._control",
+    ): "times checkpoint() on the attempt's control word alone",
+    (
+        "benchmarks/bench_dashboard.py",
+        "chongming_tui._data",
+    ): "times the dashboard's fetch without drawing",
+    (
+        "benchmarks/bench_dashboard.py",
+        "chongming_tui._filters",
+    ): "times the dashboard's filters without drawing",
+    (
+        "conftest.py",
+        "chongming_runtime.persistence._writer",
+    ): "types the make_writer fixture (the writer is not public)",
+}
+
+
+def _imported_modules(path: Path) -> set[str]:
+    """Every module `path` imports, at any depth (functions, TYPE_CHECKING blocks)."""
+    import ast
+
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
+def _is_private(module: str) -> bool:
+    top, *rest = module.split(".")
+    return top in DISTRIBUTIONS.values() and any(
+        part.startswith("_") and not part.startswith("__") for part in rest
+    )
+
+
+def test_code_outside_a_distribution_imports_only_its_public_names() -> None:
+    """A distribution's private modules are its own: the import-linter contract holds its
+    siblings to that, and this test holds everything else in the repository (other
+    distributions' tests, the integration tests, benchmarks, examples, conftest)."""
+    own_package = {f"packages/{dist}": package for dist, package in DISTRIBUTIONS.items()}
+    paths = [
+        *ROOT.glob("packages/*/tests/**/*.py"),
+        *ROOT.glob("tests-integration/**/*.py"),
+        *ROOT.glob("benchmarks/**/*.py"),
+        *ROOT.glob("examples/**/*.py"),
+        ROOT / "conftest.py",
+    ]
+    found: set[tuple[str, str]] = set()
+    for path in paths:
+        relative = path.relative_to(ROOT).as_posix()
+        own = own_package.get("/".join(relative.split("/")[:2]))
+        for module in _imported_modules(path):
+            if _is_private(module) and module.split(".")[0] != own:
+                found.add((relative, module))
+    unexplained = sorted(found - PRIVATE_IMPORTS_ALLOWED.keys())
+    assert not unexplained, f"private modules imported from outside: {unexplained}"
+    stale = sorted(PRIVATE_IMPORTS_ALLOWED.keys() - found)
+    assert not stale, f"listed as allowed but no longer imported: {stale}"
