@@ -439,6 +439,59 @@ def test_a_paused_task_does_not_hold_the_shutdown_for_the_whole_grace(
     assert _status(workspace, store, "spin-p")["status"] == "stopped"
 
 
+RETRY_TASKS = textwrap.dedent(
+    '''
+    from typing import Any
+
+    from chongming_core import FixedBackoff, RetryPolicy, task
+
+
+    @task(retry=RetryPolicy(max_attempts=2, backoff=FixedBackoff(600)))
+    def flaky(ctx: Any) -> str:
+        """Fails its first attempt; its second, due ten minutes later, succeeds."""
+        if ctx.attempt == 1:
+            raise ConnectionError("first fails")
+        return "second time"
+    '''
+)
+
+
+def test_a_worker_hands_a_task_waiting_to_retry_back_to_the_queue_when_it_stops(
+    workspace: Workspace, store: list[str]
+) -> None:
+    """Stopping a worker (a deploy) does not end a task between two attempts: it goes back
+    to the queue, due at its retry time, and the worker does not wait its grace for it
+    (D207)."""
+    (workspace.root / "retry_tasks.py").write_text(RETRY_TASKS, encoding="utf-8")
+    worker = workspace.spawn(
+        *store, "--owner", "w-1", "worker", "--tasks", "retry_tasks", "--grace", "60"
+    )
+    try:
+        assert worker.stderr is not None
+        line = first_line(worker.stderr, timeout=30)
+        if line.startswith("note: created the task database"):
+            line = first_line(worker.stderr, timeout=30)
+        assert line.startswith("worker w-1 serves flaky"), line
+        done = workspace.cli(*store, "submit", "flaky", "--task-id", "flaky-1")
+        assert done.returncode == 0, done.stderr
+        waiting = _until(workspace, store, "flaky-1", lambda s: s["status"] == "retry_wait")
+        began = time.monotonic()
+        code, err = _sigterm(worker, timeout=30)  # the grace is 60 s: not waited for
+    finally:
+        _reap(worker)
+    assert code == 0, err
+    assert time.monotonic() - began < 30
+    assert (
+        "handing back 1 task(s) waiting to retry to the queue (any worker runs the next "
+        "attempt when it is due): flaky-1"
+    ) in err
+    assert "the tasks it held ended: 1 queued again" in err
+    assert "Traceback" not in err
+    queued = _status(workspace, store, "flaky-1")
+    assert (queued["status"], queued["lease_owner"], queued["attempt"]) == ("queued", None, 1)
+    assert queued["run_at"] == waiting["retry_at"]
+
+
 def test_a_worker_runs_each_body_in_a_child_process_with_executor_process(
     workspace: Workspace, store: list[str]
 ) -> None:

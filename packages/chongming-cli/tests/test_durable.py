@@ -264,23 +264,33 @@ def test_another_signal_at_once_is_a_second_one(monkeypatch: pytest.MonkeyPatch)
 
 
 def test_a_worker_names_what_it_stops_after_its_grace_as_it_is() -> None:
-    """A task waiting to retry is not running: the shutdown's note says which are which."""
+    """A task waiting to retry is not running: the shutdown's notes say which are stopped
+    and which are handed back to the queue (D207)."""
     from types import SimpleNamespace
 
-    from chongming_cli._durable import _left_over_note
+    from chongming_cli._durable import _left_over_notes
     from chongming_runtime import TaskRun
 
     def run(task_id: str, status: TaskStatus) -> TaskRun:
         return SimpleNamespace(task_id=task_id, status=status)  # type: ignore[return-value]
 
     running = [run("a", TaskStatus.RUNNING)]
-    assert _left_over_note(running) == "stopping 1 task(s) still running: a"
+    assert _left_over_notes(running) == ["stopping 1 task(s) still running: a"]
     mixed = [
         run("a", TaskStatus.RUNNING),
         run("b", TaskStatus.RETRY_WAIT),
         run("c", TaskStatus.PAUSED),
     ]
-    assert _left_over_note(mixed) == (
-        "stopping 3 task(s) not finished (1 paused, so it cannot finish; 1 waiting to retry): "
-        "a, b, c"
-    )
+    assert _left_over_notes(mixed) == [
+        "handing back 1 task(s) waiting to retry to the queue (any worker runs the next "
+        "attempt when it is due): b",
+        "stopping 2 task(s) not finished (1 paused, so it cannot finish): a, c",
+    ]
+    many = [run(f"t{i}", TaskStatus.RUNNING) for i in range(12)]
+    assert _left_over_notes(many)[0].endswith("t8, t9 and 2 more")
+
+
+def test_a_handed_back_task_is_counted_as_queued_again() -> None:
+    outcome = _outcome("a", TaskStatus.QUEUED)  # reported as the store holds it
+    summary, differences = ended_summary([outcome], {"a": TaskStatus.QUEUED})
+    assert (summary, differences) == ("1 queued again", [])

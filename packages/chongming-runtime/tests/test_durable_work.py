@@ -1001,3 +1001,110 @@ def test_a_task_waiting_to_retry_whose_worker_died_is_queued_again_by_reconcile(
         (S.SUCCEEDED, "w2"),
     ]
     assert trail[-5][0] is S.RETRY_WAIT
+
+
+def test_a_closing_worker_hands_a_task_waiting_to_retry_back_to_the_queue(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    """A worker that leaves (a deploy, a scale-down) does not stop the tasks it holds between
+    two attempts: each goes back to the queue, due at its retry time, and another worker
+    runs its next attempt then (D207). The history says who handed it back and why."""
+    from chongming_core import FakeClock, FixedBackoff, RetryPolicy
+
+    feeder = make(closer, shared(), owner="web")
+    attempts: list[tuple[str, int]] = []
+
+    def flaky(ctx: Any) -> str:
+        attempts.append((ctx.task_id, ctx.attempt))
+        if ctx.attempt == 1:
+            raise ConnectionError("first fails")
+        return "second time"
+
+    policy = RetryPolicy(max_attempts=2, backoff=FixedBackoff(30))
+    leaving = make(closer, shared(), owner="w1", clock=FakeClock())  # its backoff never ends
+    leaving.register("flaky", flaky, retry=policy)
+    task_id = feeder.enqueue("flaky")
+    leaving.serve()
+    wait_until(lambda: feeder.get(task_id).status is S.RETRY_WAIT, "the first attempt to fail")  # type: ignore[union-attr]
+    waiting = feeder.get(task_id)
+    assert waiting is not None
+    assert waiting.retry_at is not None
+
+    outcomes = leaving.close(reason="deploy", timeout=WAIT)
+
+    # reported as the store holds it: queued, not stopped
+    assert [(o.task_id, o.status) for o in outcomes] == [(task_id, S.QUEUED)]
+    assert leaving.persist_failures == []  # its own hand-back is no conflict
+    queued = feeder.get(task_id)
+    assert queued is not None
+    assert (queued.status, queued.lease_owner, queued.lease_until) == (S.QUEUED, None, None)
+    assert (queued.run_at, queued.retry_at, queued.attempt) == (waiting.retry_at, None, 1)
+    trail = feeder.history(task_id)
+    assert [t.to_status for t in trail] == [
+        S.QUEUED,
+        S.STARTING,
+        S.RUNNING,
+        S.RETRY_WAIT,
+        S.QUEUED,
+    ]
+    assert trail[-1].actor == "w1"
+    assert trail[-1].reason is not None
+    assert "handed back" in trail[-1].reason
+    assert "deploy" in trail[-1].reason
+
+    clock = FakeClock()
+    staying = make(closer, shared(), owner="w2", clock=clock)
+    staying.register("flaky", flaky, retry=policy)
+    staying.serve()
+    time.sleep(0.1)  # several claim rounds: not due yet
+    assert feeder.get(task_id).status is S.QUEUED  # type: ignore[union-attr]
+    clock.advance(31)  # the retry is due
+    assert feeder.wait(task_id, timeout=WAIT).value == "second time"
+    assert attempts == [(task_id, 1), (task_id, 2)]
+    assert [(t.to_status, t.actor) for t in feeder.history(task_id)][-5:] == [
+        (S.RETRY_WAIT, "w1"),
+        (S.QUEUED, "w1"),  # handed back
+        (S.STARTING, "w2"),
+        (S.RUNNING, "w2"),
+        (S.SUCCEEDED, "w2"),
+    ]
+
+
+def test_a_closing_worker_gives_back_a_retry_that_came_due_and_waits_for_a_slot(
+    closer: Closer, shared: Callable[[], TaskStore]
+) -> None:
+    """The retry came due while another task held the worker's only slot: the task is
+    ``queued`` under the worker's lease, waiting for the slot. Closing frees the claim (the
+    task stays queued, now any worker's) and stops only the task that was running."""
+    from chongming_core import FakeClock, FixedBackoff, RetryPolicy
+    from chongming_runtime.testing import Gate
+
+    feeder = make(closer, shared(), owner="web")
+    gate = Gate(timeout=WAIT)
+
+    def flaky(ctx: Any) -> str:
+        if ctx.attempt == 1:
+            raise ConnectionError("first fails")
+        return "second time"
+
+    clock = FakeClock()
+    worker = make(closer, shared(), owner="w1", clock=clock, max_parallel=1)
+    worker.register("flaky", flaky, retry=RetryPolicy(max_attempts=2, backoff=FixedBackoff(30)))
+    worker.register("hold", gate.body)
+    flaky_id = feeder.enqueue("flaky")
+    worker.serve()
+    wait_until(lambda: feeder.get(flaky_id).status is S.RETRY_WAIT, "the first attempt to fail")  # type: ignore[union-attr]
+    hold_id = feeder.enqueue("hold")
+    gate.wait_started()  # the only slot is taken
+    clock.advance(31)  # the retry is due: queued here, waiting for the slot
+    wait_until(lambda: feeder.get(flaky_id).status is S.QUEUED, "the retry to come due")  # type: ignore[union-attr]
+    assert feeder.get(flaky_id).lease_owner == "w1"  # type: ignore[union-attr]
+
+    outcomes = {o.task_id: o.status for o in worker.close(reason="deploy", timeout=WAIT)}
+
+    assert outcomes == {flaky_id: S.QUEUED, hold_id: S.STOPPED}
+    assert worker.persist_failures == []
+    given_back = feeder.get(flaky_id)
+    assert given_back is not None
+    assert (given_back.status, given_back.lease_owner, given_back.attempt) == (S.QUEUED, None, 1)
+    assert [t.to_status for t in feeder.history(flaky_id)][-2:] == [S.RETRY_WAIT, S.QUEUED]

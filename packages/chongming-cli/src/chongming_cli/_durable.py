@@ -300,15 +300,20 @@ def _stop_claiming(controller: Controller) -> None:
     controller.stop_serving()
 
 
+#: Runs the drain does not wait for: a paused one cannot end while it stays paused, and
+#: one waiting to retry (or queued for its retry) is handed back to the queue by the close.
+_NOT_WAITED_FOR = frozenset({TaskStatus.PAUSED, TaskStatus.RETRY_WAIT, TaskStatus.QUEUED})
+
+
 def _drain(runs: list[TaskRun], grace: float) -> list[TaskRun]:
     """Wait up to `grace` seconds for `runs` to end; returns those still unfinished.
 
-    A paused run cannot end while it stays paused, so the wait ends early when only paused
-    runs are left (one resumed meanwhile is waited for again)."""
+    The wait ends early when only runs it need not wait for are left (`_NOT_WAITED_FOR`;
+    one that moves on meanwhile, resumed or retried, is waited for again)."""
     deadline = time.monotonic() + grace
     left_over = [run for run in runs if not run.done]
     while time.monotonic() < deadline:
-        moving = [run for run in left_over if run.status is not TaskStatus.PAUSED]
+        moving = [run for run in left_over if run.status not in _NOT_WAITED_FOR]
         if not moving:
             break
         with suppress(TimeoutError):
@@ -317,20 +322,34 @@ def _drain(runs: list[TaskRun], grace: float) -> list[TaskRun]:
     return left_over
 
 
-def _left_over_note(left_over: list[TaskRun]) -> str:
-    """What the worker says of the runs it stops after the grace."""
-    shown = ", ".join(printable(run.task_id) for run in left_over[:10])
-    statuses = [run.status for run in left_over]
-    paused = statuses.count(TaskStatus.PAUSED)
-    waiting = statuses.count(TaskStatus.RETRY_WAIT)
-    if not paused and not waiting:
-        return f"stopping {len(left_over)} task(s) still running: {shown}"
-    why = []
-    if paused:
-        why.append(f"{paused} paused, so {'they' if paused > 1 else 'it'} cannot finish")
+def _shown(runs: list[TaskRun]) -> str:
+    more = f" and {len(runs) - 10} more" if len(runs) > 10 else ""
+    return ", ".join(printable(run.task_id) for run in runs[:10]) + more
+
+
+def _left_over_notes(left_over: list[TaskRun]) -> list[str]:
+    """What the worker says of the runs still held after the grace: those it hands back
+    to the queue (no attempt runs: waiting to retry, D207), and those it stops."""
+    waiting = [run for run in left_over if run.status in _HANDED_BACK]
+    stopped = [run for run in left_over if run.status not in _HANDED_BACK]
+    notes = []
     if waiting:
-        why.append(f"{waiting} waiting to retry")
-    return f"stopping {len(left_over)} task(s) not finished ({'; '.join(why)}): {shown}"
+        notes.append(
+            f"handing back {len(waiting)} task(s) waiting to retry to the queue (any worker "
+            f"runs the next attempt when it is due): {_shown(waiting)}"
+        )
+    if stopped:
+        paused = sum(1 for run in stopped if run.status is TaskStatus.PAUSED)
+        if paused:
+            why = f"{paused} paused, so {'they' if paused > 1 else 'it'} cannot finish"
+            notes.append(f"stopping {len(stopped)} task(s) not finished ({why}): {_shown(stopped)}")
+        else:
+            notes.append(f"stopping {len(stopped)} task(s) still running: {_shown(stopped)}")
+    return notes
+
+
+#: Held runs that no attempt runs: the close hands them back to the queue (D207).
+_HANDED_BACK = frozenset({TaskStatus.RETRY_WAIT, TaskStatus.QUEUED})
 
 
 def _registers_tasks(module: str) -> None:
@@ -386,8 +405,8 @@ def cmd_worker(args: argparse.Namespace, node: NodeOptions, console: Console) ->
             )
             _stop_claiming(controller)
             left_over = _drain(controller.runs(), args.grace)
-            if left_over:
-                console.note(_left_over_note(left_over))
+            for line in _left_over_notes(left_over):
+                console.note(line)
             outcomes = controller.close(
                 reason=f"chongming-task worker received {received}",
                 timeout=controller.graceful_stop + 30.0,
@@ -430,7 +449,12 @@ def ended_summary(
         status = stored.get(outcome.task_id, outcome.status)
         # unfinished in the store: marked lost while this worker was frozen, queued again
         # and claimed by another worker, which holds it now
-        key = status.value if status.is_terminal else f"{status.value} under another worker"
+        if status.is_terminal:
+            key = status.value
+        elif status is TaskStatus.QUEUED:  # handed back (D207), or queued again by reconcile
+            key = "queued again"
+        else:
+            key = f"{status.value} under another worker"
         ended[key] = ended.get(key, 0) + 1
         if status is not outcome.status:
             differences.append(

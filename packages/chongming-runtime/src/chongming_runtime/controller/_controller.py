@@ -54,6 +54,7 @@ from chongming_core import (
 )
 from chongming_runtime.controller._controls import Controls, still_unfinished
 from chongming_runtime.controller._enqueue import Enqueuer, Job, as_job
+from chongming_runtime.controller._hand_back import hand_back
 from chongming_runtime.controller._held_runs import HeldRuns
 from chongming_runtime.controller._lease_keeper import Lease, LeaseKeeper
 from chongming_runtime.controller._ownership import BucketOwnership
@@ -101,6 +102,8 @@ _S = TaskStatus
 _STARTING = TaskStatus.STARTING
 _RUNNING = TaskStatus.RUNNING
 _QUEUED = TaskStatus.QUEUED
+#: A held task in these runs no attempt: a durable one is handed back when closing (D207).
+_NOT_BEGUN = frozenset({TaskStatus.QUEUED, TaskStatus.RETRY_WAIT})
 #: The snapshot a submission's is made from (`TaskSnapshot.evolve` of it with every field a
 #: submission sets): the default of every other field, as ``TaskSnapshot(...)`` gives it.
 _SUBMITTED = TaskSnapshot(task_id="submitted", name="submitted")
@@ -1082,10 +1085,14 @@ class Controller:
         """Stop everything held here and wait for it: queued tasks end ``stopped`` without their
         body ever running (R4); running ones get their graceful window.
 
+        A durable task claimed here that no attempt runs (waiting to retry, or claimed and
+        not started) is not stopped: it goes back to the queue, due when it was due, for
+        any worker (D207).
+
         Returns the outcomes of every run held here (pipeline nodes released while closing
         included); raises `TimeoutError` if some task did not finish in `timeout`. A task
-        another process wrote while this node held it (D177) is reported as the store
-        holds it.
+        another process wrote while this node held it (D177), or handed back, is reported
+        as the store holds it.
         """
         timeout = wait_timeout(timeout, "close timeout")  # checked before anything stops
         check_reason(reason)
@@ -1101,6 +1108,7 @@ class Controller:
             runs = self._held.all()
         self._leases.stop()  # no touch, no renewal while closing
         self._pipelines.stop_all(reason)
+        self._hand_back_waiting(runs, reason)
         deadline = None if timeout is None else time.monotonic() + timeout
         outcomes = []
         seen: set[TaskRun] = set()  # by identity: a run compares equal only to itself
@@ -1126,6 +1134,20 @@ class Controller:
             if close_store:
                 self.store.close()
         return outcomes
+
+    def _hand_back_waiting(self, runs: list[TaskRun], reason: str) -> None:
+        """Give the durable tasks held here that no attempt runs (waiting to retry, or
+        claimed and not started) back to the queue, rather than stopping them (D207). Call
+        once nothing starts any more (the scheduler is closed)."""
+        waiting = [r for r in runs if r.status in _NOT_BEGUN and r.snapshot.durable]
+        if not waiting:
+            return
+        self._writer.flush()  # the store holds what this process wrote of them
+        for run in waiting:
+            if run.status not in _NOT_BEGUN:  # admitted before the close: it stops as usual
+                continue
+            self._writer.release(run.task_id)  # its stop below is never written
+            hand_back(self.store, run.task_id, owner=self.owner, reason=reason, clock=self.clock)
 
     def __enter__(self) -> Controller:
         return self

@@ -311,6 +311,15 @@ class StoreWriter:
             self._stored_version[task_id] = version
             self._diverged.discard(task_id)
 
+    def release(self, task_id: str) -> None:
+        """Stop writing `task_id`: this process gives the task up (a closing worker hands it
+        back to the queue, D207). Its writes from now on, and its touches, are dropped
+        without a failure recorded; it counts as `diverged`, so it is reported as the store
+        holds it."""
+        with self._lock:
+            self._diverged.add(task_id)
+            self._touches.pop(task_id, None)
+
     def forget(self, task_id: str) -> None:
         """Stop tracking a task (after it was pruned); writes recorded before are dropped."""
         self._inbox.append(_Forget(task_id))  # in order, after its last write

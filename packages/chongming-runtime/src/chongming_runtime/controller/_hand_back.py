@@ -1,0 +1,72 @@
+"""A closing worker hands its durable tasks that wait to retry back to the queue (D207).
+
+Such a task has no body running: its last attempt ended and its next one is due at
+``retry_at``. Stopping it with the worker would end a task the fleet still means to run
+because one of its workers left (a rolling restart would stop every task between two
+attempts). So the worker gives it up instead: ``retry_wait -> queued``, its lease cleared
+and ``run_at`` its retry time, one compare-and-set under the version it holds. Any worker
+that serves the name and owns the bucket claims the next attempt when it is due, as after
+`reconcile` queued again the task of a worker that died (D204).
+
+The writer first stops writing the task (`StoreWriter.release`): whatever the run does
+afterwards here (the close stops it) is never written, and the run is reported as the
+store holds it. When the compare-and-set loses (the retry came due and the run's own
+write went first, or another process changed it), the store's record stands: a task left
+leased to this worker is queued again by `reconcile` once the lease runs out.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from chongming_core import (
+    Clock,
+    ConcurrencyConflict,
+    StateMachine,
+    StoreError,
+    TaskSnapshot,
+    TaskStatus,
+    TaskStore,
+)
+
+__all__ = ["hand_back"]
+
+_log = logging.getLogger("chongming_task.controller")
+
+
+def hand_back(
+    store: TaskStore, task_id: str, *, owner: str, reason: str, clock: Clock
+) -> TaskSnapshot | None:
+    """Queue the durable task `task_id` again for any worker, if the store shows it waiting
+    to retry (or queued for its retry) under `owner`'s lease; returns the row written, or
+    None when it was left as it is (not waiting, another holder, a conflict, a store
+    error)."""
+    try:
+        stored = store.get(task_id)
+    except StoreError as exc:
+        _log.warning("could not hand back task %r: %s", task_id, exc)
+        return None
+    if stored is None or not stored.durable or stored.lease_owner != owner:
+        return None
+    if stored.status is TaskStatus.QUEUED:
+        # its retry came due and its run wrote ``queued`` before the close: free the claim
+        try:
+            if store.release_claim(task_id, owner, stored.status_version):
+                return store.get(task_id)
+        except StoreError as exc:
+            _log.warning("could not hand back task %r: %s", task_id, exc)
+        return None
+    if stored.status is not TaskStatus.RETRY_WAIT:
+        return None
+    machine = StateMachine(stored, clock=clock)
+    machine.mark_queued(
+        actor=owner,
+        reason=f"handed back to the queue ({reason}); its next attempt is any worker's",
+    )
+    queued = machine.snapshot.evolve(lease_owner=None, lease_until=None, run_at=stored.retry_at)
+    try:
+        store.save(queued, expect_version=stored.status_version, transitions=machine.transitions)
+    except (ConcurrencyConflict, StoreError) as exc:
+        _log.warning("could not hand back task %r: %s", task_id, exc)
+        return None
+    return queued
