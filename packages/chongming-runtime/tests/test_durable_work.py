@@ -80,6 +80,19 @@ def shared(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Callable[
         store.close()
 
 
+def failing_once(attempts: list[tuple[str, int]]) -> Callable[[Any], str]:
+    """A body whose first attempt fails and second returns "second time"; notes each
+    (task id, attempt) in `attempts`."""
+
+    def flaky(ctx: Any) -> str:
+        attempts.append((ctx.task_id, ctx.attempt))
+        if ctx.attempt == 1:
+            raise ConnectionError("first fails")
+        return "second time"
+
+    return flaky
+
+
 def serving(controller: Controller) -> bool:
     return controller.serving
 
@@ -955,12 +968,7 @@ def test_a_task_waiting_to_retry_whose_worker_died_is_queued_again_by_reconcile(
 
     feeder = make(closer, shared(), owner="web")
     attempts: list[tuple[str, int]] = []
-
-    def flaky(ctx: Any) -> str:
-        attempts.append((ctx.task_id, ctx.attempt))
-        if ctx.attempt == 1:
-            raise ConnectionError("first fails")
-        return "second time"
+    flaky = failing_once(attempts)
 
     policy = RetryPolicy(max_attempts=2, backoff=FixedBackoff(30))
     frozen_clock = FakeClock()  # never advanced: its lease is never renewed, its backoff never ends
@@ -1013,12 +1021,7 @@ def test_a_closing_worker_hands_a_task_waiting_to_retry_back_to_the_queue(
 
     feeder = make(closer, shared(), owner="web")
     attempts: list[tuple[str, int]] = []
-
-    def flaky(ctx: Any) -> str:
-        attempts.append((ctx.task_id, ctx.attempt))
-        if ctx.attempt == 1:
-            raise ConnectionError("first fails")
-        return "second time"
+    flaky = failing_once(attempts)
 
     policy = RetryPolicy(max_attempts=2, backoff=FixedBackoff(30))
     leaving = make(closer, shared(), owner="w1", clock=FakeClock())  # its backoff never ends
@@ -1082,10 +1085,7 @@ def test_a_closing_worker_gives_back_a_retry_that_came_due_and_waits_for_a_slot(
     feeder = make(closer, shared(), owner="web")
     gate = Gate(timeout=WAIT)
 
-    def flaky(ctx: Any) -> str:
-        if ctx.attempt == 1:
-            raise ConnectionError("first fails")
-        return "second time"
+    flaky = failing_once([])
 
     clock = FakeClock()
     worker = make(closer, shared(), owner="w1", clock=clock, max_parallel=1)
