@@ -482,8 +482,8 @@ def test_a_worker_hands_a_task_waiting_to_retry_back_to_the_queue_when_it_stops(
     assert code == 0, err
     assert time.monotonic() - began < 30
     assert (
-        "handing back 1 task(s) waiting to retry to the queue (any worker runs the next "
-        "attempt when it is due): flaky-1"
+        "handing back 1 task(s) that run no attempt (waiting to retry, or to start) to the "
+        "queue; any worker runs the next attempt when it is due: flaky-1"
     ) in err
     assert "the tasks it held ended: 1 queued again" in err
     assert "Traceback" not in err

@@ -282,8 +282,8 @@ def test_a_worker_names_what_it_stops_after_its_grace_as_it_is() -> None:
         run("c", TaskStatus.PAUSED),
     ]
     assert _left_over_notes(mixed) == [
-        "handing back 1 task(s) waiting to retry to the queue (any worker runs the next "
-        "attempt when it is due): b",
+        "handing back 1 task(s) that run no attempt (waiting to retry, or to start) to the "
+        "queue; any worker runs the next attempt when it is due: b",
         "stopping 2 task(s) not finished (1 paused, so it cannot finish): a, c",
     ]
     many = [run(f"t{i}", TaskStatus.RUNNING) for i in range(12)]

@@ -1108,3 +1108,56 @@ def test_a_closing_worker_gives_back_a_retry_that_came_due_and_waits_for_a_slot(
     assert given_back is not None
     assert (given_back.status, given_back.lease_owner, given_back.attempt) == (S.QUEUED, None, 1)
     assert [t.to_status for t in feeder.history(flaky_id)][-2:] == [S.RETRY_WAIT, S.QUEUED]
+
+
+def test_hand_back_writes_only_a_task_this_worker_holds_and_no_attempt_runs() -> None:
+    """`hand_back` reads the row and writes it only when it waits to retry, or is queued,
+    under the closing worker's own lease; anything else is left as the store holds it."""
+    from chongming_core import ClaimRequest, Failure, FailureKind, FakeClock, StateMachine
+    from chongming_runtime.controller._hand_back import hand_back
+
+    clock = FakeClock()
+    store = InMemoryTaskStore()
+
+    def leased(task_id: str, owner: str, *moves: str) -> None:
+        machine = StateMachine.create(task_id, "job", clock=clock, durable=True, max_attempts=3)
+        machine.mark_queued()
+        for move in moves:
+            if move == "start":
+                machine.mark_starting()
+                machine.mark_running()
+            else:
+                machine.mark_retry_wait(
+                    Failure.of(FailureKind.EXCEPTION, "down"),
+                    retry_at=clock.now() + timedelta(seconds=30),
+                )
+        snapshot = machine.snapshot.evolve(
+            lease_owner=owner, lease_until=clock.now() + timedelta(seconds=30)
+        )
+        store.create(snapshot, machine.transitions)
+
+    leased("waits", "w1", "start", "retry")
+    leased("elsewhere", "w2", "start", "retry")
+    leased("runs", "w1", "start")
+    leased("claimed", "w1")
+    before = {t: store.get(t) for t in ("elsewhere", "runs")}
+
+    queued = hand_back(store, "waits", owner="w1", reason="deploy", clock=clock)
+    assert queued is not None
+    assert store.get("waits") == queued
+    assert (queued.status, queued.lease_owner, queued.run_at) == (
+        S.QUEUED,
+        None,
+        clock.now() + timedelta(seconds=30),
+    )
+    released = hand_back(store, "claimed", owner="w1", reason="deploy", clock=clock)
+    assert released is not None
+    assert (released.status, released.lease_owner) == (S.QUEUED, None)
+    for task_id in ("elsewhere", "runs", "nosuch"):
+        assert hand_back(store, task_id, owner="w1", reason="deploy", clock=clock) is None
+    assert {t: store.get(t) for t in ("elsewhere", "runs")} == before
+    request = ClaimRequest(
+        owner="w3", names=frozenset({"job"}), buckets=None, limit=5, now=clock.now(),
+        lease_until=clock.now() + timedelta(seconds=30),
+    )  # fmt: skip
+    assert [s.task_id for s in store.claim_tasks(request)] == ["claimed"]  # "waits" is not due

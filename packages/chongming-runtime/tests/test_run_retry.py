@@ -139,6 +139,40 @@ def test_the_backoff_is_a_clock_timer_in_retry_wait_with_no_thread() -> None:
     assert calls == [1, 2]
 
 
+def test_a_withdrawn_run_starts_no_attempt_when_its_retry_comes_due() -> None:
+    """`withdraw` (a closing worker, before it hands the task back, D207): the backoff no
+    longer starts an attempt, and the run ends by a stop, before any start."""
+    clock = FakeClock()
+    calls: list[int] = []
+    gate = threading.Event()
+
+    def body(ctx: TaskContext) -> str:
+        calls.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise RuntimeError("first")
+        return "ok"
+
+    run = TaskRun(body, clock=clock, retry=RetryPolicy(max_attempts=3, backoff=FixedBackoff(30)))
+    run.start()
+    wait_until(lambda: run.status is S.RETRY_WAIT)
+    assert run.withdraw()
+    clock.advance(60)
+    run.kick()  # as a scheduler's dispatch would
+    assert st(run) is S.RETRY_WAIT
+    assert calls == [1]
+    assert run.stop("closing")
+    assert run.wait(10).status is S.STOPPED
+    assert calls == [1]
+    assert path(run)[-2:] == [(S.RUNNING, S.RETRY_WAIT), (S.RETRY_WAIT, S.STOPPED)]
+
+    held = TaskRun(lambda ctx: gate.wait(10), clock=clock)
+    held.start()
+    wait_until(lambda: held.status is S.RUNNING)
+    assert not held.withdraw()  # an attempt runs: nothing to withdraw
+    gate.set()
+    assert held.wait(10).status is S.SUCCEEDED
+
+
 def test_exponential_backoff_delays_grow() -> None:
     clock = FakeClock()
     calls: list[int] = []

@@ -301,8 +301,9 @@ def _stop_claiming(controller: Controller) -> None:
 
 
 #: Runs the drain does not wait for: a paused one cannot end while it stays paused, and
-#: one waiting to retry (or queued for its retry) is handed back to the queue by the close.
-_NOT_WAITED_FOR = frozenset({TaskStatus.PAUSED, TaskStatus.RETRY_WAIT, TaskStatus.QUEUED})
+#: one waiting to retry is handed back to the queue by the close. (A queued one is about
+#: to start: a slot was free when it was claimed, or its retry just came due.)
+_NOT_WAITED_FOR = frozenset({TaskStatus.PAUSED, TaskStatus.RETRY_WAIT})
 
 
 def _drain(runs: list[TaskRun], grace: float) -> list[TaskRun]:
@@ -335,8 +336,9 @@ def _left_over_notes(left_over: list[TaskRun]) -> list[str]:
     notes = []
     if waiting:
         notes.append(
-            f"handing back {len(waiting)} task(s) waiting to retry to the queue (any worker "
-            f"runs the next attempt when it is due): {_shown(waiting)}"
+            f"handing back {len(waiting)} task(s) that run no attempt (waiting to retry, or "
+            f"to start) to the queue; any worker runs the next attempt when it is due: "
+            f"{_shown(waiting)}"
         )
     if stopped:
         paused = sum(1 for run in stopped if run.status is TaskStatus.PAUSED)

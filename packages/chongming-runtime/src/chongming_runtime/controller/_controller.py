@@ -1139,15 +1139,22 @@ class Controller:
         """Give the durable tasks held here that no attempt runs (waiting to retry, or
         claimed and not started) back to the queue, rather than stopping them (D207). Call
         once nothing starts any more (the scheduler is closed)."""
+        # withdrawn: none of them begins an attempt from now on (one being dispatched, or
+        # admitted before the scheduler closed, is not withdrawn: it stops as usual)
         waiting = [r for r in runs if r.status in _NOT_BEGUN and r.snapshot.durable]
-        if not waiting:
+        withdrawn = [r for r in waiting if r.withdraw()]
+        if not withdrawn:
             return
-        self._writer.flush()  # the store holds what this process wrote of them
-        for run in waiting:
-            if run.status not in _NOT_BEGUN:  # admitted before the close: it stops as usual
-                continue
-            self._writer.release(run.task_id)  # its stop below is never written
-            hand_back(self.store, run.task_id, owner=self.owner, reason=reason, clock=self.clock)
+        try:
+            self._writer.flush()  # the store holds what this process wrote of them
+            for run in withdrawn:
+                if hand_back(
+                    self.store, run.task_id, owner=self.owner, reason=reason, clock=self.clock
+                ):
+                    # the store's record is the task's now: its stop below is not written
+                    self._writer.release(run.task_id)
+        except Exception:  # a store's own bug: those not handed back are stopped as usual
+            _log.exception("could not hand back the tasks waiting to retry")
 
     def __enter__(self) -> Controller:
         return self

@@ -8,11 +8,14 @@ and ``run_at`` its retry time, one compare-and-set under the version it holds. A
 that serves the name and owns the bucket claims the next attempt when it is due, as after
 `reconcile` queued again the task of a worker that died (D204).
 
-The writer first stops writing the task (`StoreWriter.release`): whatever the run does
-afterwards here (the close stops it) is never written, and the run is reported as the
-store holds it. When the compare-and-set loses (the retry came due and the run's own
-write went first, or another process changed it), the store's record stands: a task left
-leased to this worker is queued again by `reconcile` once the lease runs out.
+The run is withdrawn first (`TaskRun.withdraw`: it begins no attempt from then on), so
+no body starts here once the task may be another worker's. Once the store took the
+hand-back, the writer stops writing the task (`StoreWriter.release`): the close's stop of
+the run is never written, and the run is reported as the store holds it. When the
+hand-back is not taken (another process changed the task, the store is down), nothing is
+released: the close stops the run as before and writes it. A claim released by
+`release_claim` keeps its version, so a lease renewal recorded before the close may still
+land on it; the task is then claimable when that lease runs out.
 """
 
 from __future__ import annotations

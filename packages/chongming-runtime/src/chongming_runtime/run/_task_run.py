@@ -832,6 +832,20 @@ class TaskRun:
             self._attempt_finished(attempt, AttemptResult.raised(exc))
 
     # ================================================================ stop
+    def withdraw(self) -> bool:
+        """Start no attempt from now on, if none is under way: True when the run waits
+        (queued, or waiting to retry) and no thread is dispatching it; then its backoff is
+        cancelled and a later kick starts nothing (the run stays as it is until it is
+        stopped). A closing worker withdraws a durable task before it hands the task back
+        to the queue (D207); False: an attempt may be beginning, leave the run as it is."""
+        with self._lock:
+            if self._machine.status not in _WAITING_TO_START or self._flags & _DISPATCHING:
+                return False
+            # `_next_attempt` starts nothing without it; `start()` is not called again
+            self._flags &= ~(_START_REQUESTED | _RETRY_DUE)
+            self._cancel_backoff()
+            return True
+
     def stop(self, reason: str | None = None, *, actor: str | None = None) -> bool:
         """Request a stop; never blocks. Returns False when already terminal or stopping."""
         check_reason(reason)  # written with the stop
