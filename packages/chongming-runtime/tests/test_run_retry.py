@@ -40,6 +40,18 @@ def failing(exc: BaseException, calls: list[int]) -> Callable[[TaskContext], Non
     return body
 
 
+def first_fails(calls: list[int]) -> Callable[[TaskContext], str]:
+    """A body whose first attempt raises and later ones return "ok"; notes each attempt."""
+
+    def body(ctx: TaskContext) -> str:
+        calls.append(ctx.attempt)
+        if ctx.attempt == 1:
+            raise RuntimeError("first")
+        return "ok"
+
+    return body
+
+
 def test_max_attempts_counts_the_first_try_and_keeps_the_history() -> None:
     calls: list[int] = []
     run = TaskRun(
@@ -116,12 +128,7 @@ def test_the_backoff_is_a_clock_timer_in_retry_wait_with_no_thread() -> None:
     clock = FakeClock()
     calls: list[int] = []
 
-    def body(ctx: TaskContext) -> str:
-        calls.append(ctx.attempt)
-        if ctx.attempt == 1:
-            raise RuntimeError("first")
-        return "ok"
-
+    body = first_fails(calls)
     run = TaskRun(body, clock=clock, retry=RetryPolicy(max_attempts=2, backoff=FixedBackoff(30)))
     run.start()
     wait_until(lambda: run.status is S.RETRY_WAIT)
@@ -146,12 +153,7 @@ def test_a_withdrawn_run_starts_no_attempt_when_its_retry_comes_due() -> None:
     calls: list[int] = []
     gate = threading.Event()
 
-    def body(ctx: TaskContext) -> str:
-        calls.append(ctx.attempt)
-        if ctx.attempt == 1:
-            raise RuntimeError("first")
-        return "ok"
-
+    body = first_fails(calls)
     run = TaskRun(body, clock=clock, retry=RetryPolicy(max_attempts=3, backoff=FixedBackoff(30)))
     run.start()
     wait_until(lambda: run.status is S.RETRY_WAIT)
