@@ -323,6 +323,10 @@ def _drain(runs: list[TaskRun], grace: float) -> list[TaskRun]:
     return left_over
 
 
+#: Held runs that no attempt runs: the close hands them back to the queue (D207).
+_HANDED_BACK = frozenset({TaskStatus.RETRY_WAIT, TaskStatus.QUEUED})
+
+
 def _shown(runs: list[TaskRun]) -> str:
     more = f" and {len(runs) - 10} more" if len(runs) > 10 else ""
     return ", ".join(printable(run.task_id) for run in runs[:10]) + more
@@ -348,10 +352,6 @@ def _left_over_notes(left_over: list[TaskRun]) -> list[str]:
         else:
             notes.append(f"stopping {len(stopped)} task(s) still running: {_shown(stopped)}")
     return notes
-
-
-#: Held runs that no attempt runs: the close hands them back to the queue (D207).
-_HANDED_BACK = frozenset({TaskStatus.RETRY_WAIT, TaskStatus.QUEUED})
 
 
 def _registers_tasks(module: str) -> None:

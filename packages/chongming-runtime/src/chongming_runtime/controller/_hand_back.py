@@ -30,11 +30,24 @@ from chongming_core import (
     TaskSnapshot,
     TaskStatus,
     TaskStore,
+    Transition,
 )
 
-__all__ = ["hand_back"]
+__all__ = ["hand_back", "queued_for_retry"]
 
 _log = logging.getLogger("chongming_task.controller")
+
+
+def queued_for_retry(
+    waiting: TaskSnapshot, *, actor: str, reason: str, clock: Clock
+) -> tuple[TaskSnapshot, tuple[Transition, ...]]:
+    """The durable task `waiting` (``retry_wait``) queued again for any worker: the row to
+    write under its version, lease cleared and due at its retry time, and its transition
+    (a closing worker's hand-back here; `reconcile` for a worker that is gone, D204)."""
+    machine = StateMachine(waiting, clock=clock)
+    machine.mark_queued(actor=actor, reason=reason)
+    queued = machine.snapshot.evolve(lease_owner=None, lease_until=None, run_at=waiting.retry_at)
+    return queued, machine.transitions
 
 
 def hand_back(
@@ -61,14 +74,14 @@ def hand_back(
         return None
     if stored.status is not TaskStatus.RETRY_WAIT:
         return None
-    machine = StateMachine(stored, clock=clock)
-    machine.mark_queued(
+    queued, transitions = queued_for_retry(
+        stored,
         actor=owner,
         reason=f"handed back to the queue ({reason}); its next attempt is any worker's",
+        clock=clock,
     )
-    queued = machine.snapshot.evolve(lease_owner=None, lease_until=None, run_at=stored.retry_at)
     try:
-        store.save(queued, expect_version=stored.status_version, transitions=machine.transitions)
+        store.save(queued, expect_version=stored.status_version, transitions=transitions)
     except (ConcurrencyConflict, StoreError) as exc:
         _log.warning("could not hand back task %r: %s", task_id, exc)
         return None

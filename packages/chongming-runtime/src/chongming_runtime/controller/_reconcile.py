@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import shlex
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -44,9 +44,11 @@ from chongming_core import (
     TaskSnapshot,
     TaskStatus,
     TaskStore,
+    Transition,
     UnreadableRow,
     unreadable_in,
 )
+from chongming_runtime.controller._hand_back import queued_for_retry
 
 __all__ = ["ReconcileReport", "holds_resources", "lease_expired", "reconcile_store"]
 
@@ -174,18 +176,16 @@ def reconcile_store(
             if snapshot.durable and snapshot.status is S.RETRY_WAIT:
                 # its worker is gone: its next attempt is any worker's, when it is due
                 if not dry_run:
-                    machine = StateMachine(snapshot, clock=clock)
-                    machine.mark_queued(
+                    again, transitions = queued_for_retry(
+                        snapshot,
                         actor=actor,
                         reason=(
                             f"reconcile: the lease of {snapshot.lease_owner!r} expired while "
                             "it waited to retry; queued again for its next attempt"
                         ),
+                        clock=clock,
                     )
-                    again = machine.snapshot.evolve(
-                        lease_owner=None, lease_until=None, run_at=snapshot.retry_at
-                    )
-                    if not _saved(store, again, machine, snapshot):
+                    if not _saved(store, again, transitions, snapshot):
                         skipped.append(snapshot)
                         continue
                 requeued.append(snapshot)
@@ -200,7 +200,7 @@ def reconcile_store(
                 machine.mark_cancelled(
                     failure=failure, actor=actor, reason="reconcile: its pipeline's lease expired"
                 )
-                if not _saved(store, machine.snapshot, machine, snapshot):
+                if not _saved(store, machine.snapshot, machine.transitions, snapshot):
                     skipped.append(snapshot)
                     continue
             cancelled.append(snapshot)
@@ -216,7 +216,8 @@ def reconcile_store(
             machine.force_transition(S.LOST, actor=actor, reason=failure.message, failure=failure)
         else:
             machine.mark_lost(failure, actor=actor, reason="reconcile: lease expired")
-        if not _saved(store, _ended_by_lease(machine.snapshot, snapshot), machine, snapshot):
+        ended = _ended_by_lease(machine.snapshot, snapshot)
+        if not _saved(store, ended, machine.transitions, snapshot):
             skipped.append(snapshot)
             continue
         lost.append(snapshot)
@@ -248,12 +249,15 @@ def reconcile_store(
 
 
 def _saved(
-    store: TaskStore, ended: TaskSnapshot, machine: StateMachine, found: TaskSnapshot
+    store: TaskStore,
+    ended: TaskSnapshot,
+    transitions: Sequence[Transition],
+    found: TaskSnapshot,
 ) -> bool:
-    """Write `ended` and the transitions of `machine` over `found` (the task as it was
-    read); False when its supervisor wrote first (a version conflict): left alone."""
+    """Write `ended` and its `transitions` over `found` (the task as it was read); False
+    when its supervisor wrote first (a version conflict): left alone."""
     try:
-        store.save(ended, expect_version=found.status_version, transitions=machine.transitions)
+        store.save(ended, expect_version=found.status_version, transitions=transitions)
     except ConcurrencyConflict:
         return False
     return True
